@@ -1,0 +1,387 @@
+"""The process-wide collector: the only owner of aclprof state.
+
+Theory of operation
+-------------------
+CANN keeps profiling state per process (one ``aclprofInit`` at a time) and overlapping
+collections are broken: on 8.5 the second ``PROF_*`` directory gets no host data (no kernel
+names), on 9.x the second start silently does nothing and the first stop ends both. So every
+``aclprof*`` call in this process runs on one dedicated thread, in the order it was submitted,
+and collections never overlap.
+
+Concurrency comes from *collection windows* (group commit). A caller :meth:`Collector.join`\\ s
+the first queued window with its key (toolkit, result path, metrics, data types) that does not
+already hold its device, or opens a new one. A window gathers devices until the collector thread
+issues its ``aclprofStart`` (after a re-init if the result path changed); callers arriving later
+wait for the next window. There is no artificial delay: callers that arrive while the previous
+window runs, stops or exports batch naturally. The window's config lists all its devices, so one
+start, one ``PROF_*`` directory and one export serve every caller; rows are split by device.
+
+Each caller :meth:`Window.leave`\\ s when its body ends. The last one out submits the stop: stop,
+destroy (always, even when stop failed) and, when no window is waiting or the stop failed,
+finalize, so no failure leaves a device running or a config alive. A C call in flight cannot be
+interrupted; callers wait for it with a timeout, and the collector accepts the next window only
+after the call returns.
+
+After the stop, the first caller to ask runs the export and the parse once for the whole window
+(sync or async, whichever asked first); the others wait for it. If that caller is cancelled, the
+next waiter takes over, so one caller's cancellation never disturbs the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ._binding import MsprofInterface, ProfilerConfig
+from ._errors import AclError, AprofError, UsageError
+from ._layout import list_runs
+from ._records import ProfilingTask
+from ._toolkit import Toolkit
+
+DEFAULT_CALL_TIMEOUT: Final = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class WindowKey:
+    """What must be equal for callers to share one collection."""
+
+    toolkit: Toolkit
+    result_path: Path
+    metrics: int
+    types: int
+
+
+class WindowState(enum.Enum):
+    GATHERING = "gathering"
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class CollectionTimeout(AprofError):
+    """An aclprof call did not return within the caller's timeout (the collector still finishes it)."""
+
+
+class Window:
+    """One collection: one config, one start, one stop, one ``PROF_*`` directory."""
+
+    def __init__(self, key: WindowKey, collector: Collector, *, library_owned: bool) -> None:
+        self.key = key
+        self.collector = collector
+        self.library_owned = library_owned  # run dir lives in a temporary root we created
+        self.devices: list[int] = []
+        self.state = WindowState.GATHERING
+        self.bodies = 0
+        self.config: ProfilerConfig | None = None
+        self.run_dir: Path | None = None
+        self.runs_before: set[Path] = set()
+        self.start_error: BaseException | None = None
+        self.stop_error: BaseException | None = None
+        self.started = threading.Event()
+        self.stopped = threading.Event()
+        self.started_at_ns = 0
+        # export + parse once, shared by the window's callers
+        self.result_lock = threading.Lock()
+        self.result_running = False
+        self.result_done = False
+        self.result: dict[int | None, list[ProfilingTask]] = {}
+        self.result_error: BaseException | None = None
+        self.result_changed = threading.Event()
+        self.consumers = 0
+        self.cleanup_votes: list[bool] = []
+
+    # -- result sharing ------------------------------------------------------------------------
+    def claim_result(self) -> tuple[bool | None, threading.Event]:
+        """(True, _): produce the result; (False, event): wait for *event*; (None, _): ready."""
+        with self.result_lock:
+            if self.result_done:
+                return None, self.result_changed
+            if self.result_running:
+                return False, self.result_changed
+            self.result_running = True
+            return True, self.result_changed
+
+    def publish_result(
+        self, result: dict[int | None, list[ProfilingTask]] | None, error: BaseException | None
+    ) -> None:
+        with self.result_lock:
+            self.result_running = False
+            if result is not None or error is not None:
+                self.result_done = True
+                self.result = result or {}
+                self.result_error = error
+            event, self.result_changed = self.result_changed, threading.Event()
+        event.set()
+
+    def take(self, device: int) -> tuple[ProfilingTask, ...]:
+        """The tasks of *device* (raises the shared export/parse error)."""
+        if self.result_error is not None:
+            raise self.result_error
+        return tuple(self.result.get(device, ()))
+
+    def consumed(self, cleanup: bool) -> None:
+        """One caller has its result; the run is deleted when all asked for cleanup."""
+        with self.result_lock:
+            self.cleanup_votes.append(cleanup)
+            last = len(self.cleanup_votes) == self.consumers
+            remove = last and all(self.cleanup_votes) and self.result_error is None
+            if last:
+                self.result = {}
+        if remove and self.library_owned and self.run_dir is not None:
+            remove_run_dir(self.run_dir, self.key.result_path)
+
+    def check_started(self) -> None:
+        if self.start_error is not None:
+            raise self.start_error
+
+
+@dataclass(eq=False, slots=True)
+class Participant:
+    """One caller's place in a window."""
+
+    window: Window
+    device: int
+    left: bool = False
+
+
+def remove_run_dir(run_dir: Path, root: Path) -> None:
+    """Delete a run the library created, never following a symlink out of *root*."""
+    if run_dir.is_symlink() or run_dir.parent.resolve() != root.resolve():
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+class _CallThread:
+    """One dedicated daemon thread running submitted jobs in order."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="asc-aprof-collector", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            job()  # jobs catch their own exceptions
+
+
+class Collector:
+    """Owns aclprof state for the whole process; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: list[Window] = []
+        self._active: Window | None = None
+        self._inited: tuple[Path, Path] | None = None  # (library, result path)
+        self._interfaces: dict[Path, MsprofInterface] = {}
+        self._thread = _CallThread()
+        self.windows_started = 0
+
+    # -- joining and leaving -----------------------------------------------------------------------
+    def join(self, key: WindowKey, device: int, *, library_owned: bool) -> Participant:
+        """Take a place for *device* in the next window with *key*."""
+        with self._lock:
+            for window in self._queue:
+                if (
+                    window.state is WindowState.GATHERING
+                    and window.key == key
+                    and device not in window.devices
+                ):
+                    break
+            else:
+                window = Window(key, self, library_owned=library_owned)
+                self._queue.append(window)
+            window.devices.append(device)
+            participant = Participant(window, device)
+            self._kick_locked()
+        return participant
+
+    def leave(self, participant: Participant, *, consume: bool = False) -> bool:
+        """End *participant*'s body; True when this was the last body (the stop is submitted).
+
+        :param consume: the caller will take its share of the window's result
+        """
+        window = participant.window
+        with self._lock:
+            if participant.left:
+                return False
+            participant.left = True
+            if window.state is WindowState.GATHERING:
+                window.devices.remove(participant.device)
+                if not window.devices and window is not self._active:
+                    self._queue.remove(window)
+                    window.state = WindowState.STOPPED
+                    window.started.set()
+                    window.stopped.set()
+                return False
+            if window.state is WindowState.STOPPED:
+                return False
+            window.bodies -= 1
+            if consume:
+                window.consumers += 1
+            if window.bodies == 0:
+                if window.state is WindowState.RUNNING:
+                    window.state = WindowState.STOPPING
+                    self._thread.submit(lambda: self._stop_window(window))
+                # while STARTING, the start job sees no bodies left and stops at once
+                return True
+            return False
+
+    def _kick_locked(self) -> None:
+        if self._active is None and self._queue:
+            window = self._queue[0]
+            self._active = window
+            self._thread.submit(lambda: self._start_window(window))
+
+    # -- the collector thread --------------------------------------------------------------------
+    def interface(self, toolkit: Toolkit) -> MsprofInterface:
+        iface = self._interfaces.get(toolkit.library)
+        if iface is None:
+            iface = self._interfaces[toolkit.library] = MsprofInterface(toolkit)
+        return iface
+
+    def _finalize(self, errors: list[BaseException]) -> None:
+        if self._inited is None:
+            return
+        library, _ = self._inited
+        self._inited = None
+        try:
+            self._interfaces[library].finalize()
+        except AclError as exc:
+            errors.append(exc)
+
+    def _start_window(self, window: Window) -> None:
+        key = window.key
+        try:
+            iface = self.interface(key.toolkit)
+            wanted = (key.toolkit.library, key.result_path)
+            if self._inited != wanted:
+                self._finalize([])
+                key.result_path.mkdir(mode=0o750, parents=True, exist_ok=True)
+                iface.init(key.result_path)
+                self._inited = wanted
+            with self._lock:
+                self._queue.remove(window)
+                devices = list(window.devices)
+                window.bodies = len(devices)
+                window.state = WindowState.STARTING
+                if not devices:
+                    window.state = WindowState.STOPPED
+            if not devices:
+                self._after_window(window, [])
+                return
+            window.runs_before = set(list_runs(key.result_path))
+            config = iface.create_config(sorted(devices), key.metrics, key.types)
+            try:
+                window.started_at_ns = time.time_ns()
+                iface.start(config)
+            except BaseException:
+                with contextlib.suppress(AclError):
+                    iface.destroy_config(config)
+                raise
+            window.config = config
+            window.run_dir = self._new_run(window)
+            self.windows_started += 1
+        except BaseException as exc:
+            window.start_error = exc
+            with self._lock:
+                if window in self._queue:
+                    self._queue.remove(window)
+                window.state = WindowState.STOPPED
+            errors: list[BaseException] = []
+            self._after_window(window, errors, failed=True)
+            return
+        with self._lock:
+            window.state = WindowState.RUNNING
+            stop_now = window.bodies == 0
+            if stop_now:
+                window.state = WindowState.STOPPING
+        window.started.set()
+        if stop_now:
+            self._stop_window(window)
+
+    def _new_run(self, window: Window) -> Path | None:
+        created = [p for p in list_runs(window.key.result_path) if p not in window.runs_before]
+        return created[-1] if created else None
+
+    def _stop_window(self, window: Window) -> None:
+        errors: list[BaseException] = []
+        iface = self._interfaces[window.key.toolkit.library]
+        assert window.config is not None
+        try:
+            iface.stop(window.config)
+        except AclError as exc:
+            errors.append(exc)
+        try:
+            iface.destroy_config(window.config)
+        except AclError as exc:
+            errors.append(exc)
+        window.config = None
+        if window.run_dir is None:
+            window.run_dir = self._new_run(window)
+        with self._lock:
+            window.state = WindowState.STOPPED
+        self._after_window(window, errors, failed=bool(errors))
+
+    def _after_window(
+        self, window: Window, errors: list[BaseException], *, failed: bool = False
+    ) -> None:
+        with self._lock:
+            idle = not self._queue
+        if idle or failed:
+            # A failed stop may leave devices running: finalize cancels them.
+            self._finalize(errors)
+        if errors and window.stop_error is None and window.start_error is None:
+            window.stop_error = errors[0]
+        with self._lock:
+            self._active = None
+            self._kick_locked()
+        window.started.set()
+        window.stopped.set()
+
+    # -- introspection (tests, diagnostics) -------------------------------------------------------
+    def idle(self) -> bool:
+        with self._lock:
+            return self._active is None and not self._queue and self._inited is None
+
+
+_collector: Collector | None = None
+_collector_lock = threading.Lock()
+
+
+def get_collector() -> Collector:
+    """The process-wide collector (created on first use; one dedicated thread)."""
+    global _collector
+    with _collector_lock:
+        if _collector is None:
+            _collector = Collector()
+        return _collector
+
+
+def wait_event(event: threading.Event, timeout: float | None, what: str) -> None:
+    """Block until *event* is set, or raise :class:`CollectionTimeout`."""
+    if not event.wait(timeout):
+        raise CollectionTimeout(
+            f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
+            "background and accepts the next collection after it"
+        )
+
+
+def check_result_path(path: Path) -> None:
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"result path {path} exists and is not a directory")
+    if path.exists() and not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"result path {path} is not writable")

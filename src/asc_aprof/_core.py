@@ -1,0 +1,213 @@
+"""What the sync and async profilers share: configuration, window keys, results, run bookkeeping.
+
+The twins are built as *thin shells over one blocking core*: the collector (one thread, all
+aclprof calls), the export command and its checks, the sans-IO parser and the run layout are
+written once. :class:`~asc_aprof.Profiler` waits on them by blocking; :class:`AsyncProfiler`
+waits by awaiting (collector events through worker threads, the export through
+``anyio.open_process``, parsing from chunked ``anyio`` file reads). Only the waiting differs, so
+there is no generated code and no hidden event loop behind the sync API.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime as _dt
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from ._collector import (
+    DEFAULT_CALL_TIMEOUT,
+    Participant,
+    Window,
+    WindowKey,
+    check_result_path,
+    get_collector,
+    remove_run_dir,
+)
+from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, ProfileType
+from ._errors import UsageError
+from ._export import DEFAULT_EXPORT_TIMEOUT, check_msprof_path
+from ._layout import list_runs, resolve_run, run_start_key
+from ._paths import default_result_root
+from ._records import ProfilingResult, ProfilingTask
+from ._toolkit import Toolkit, discover_toolkit
+
+#: Set while a profile() body runs in this task or thread (nesting cannot work on CANN).
+_inside_profile: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "asc_aprof_inside_profile", default=False
+)
+
+
+def enter_profile_body() -> contextvars.Token[bool]:
+    if _inside_profile.get():
+        raise UsageError(
+            "profile() nested inside another profile() in the same task or thread: CANN cannot "
+            "overlap collections, so the inner one would wait for the outer one forever. Profile "
+            "several devices from separate tasks instead (they share one collection window)"
+        )
+    return _inside_profile.set(True)
+
+
+def exit_profile_body(token: contextvars.Token[bool]) -> None:
+    _inside_profile.reset(token)
+
+
+def current_pyasc_device() -> int:
+    """pyasc's current device when ``asc.lib.runtime`` is already imported and has one, else 0.
+
+    Never imports or initialises pyasc (DECISIONS 16).
+    """
+    runtime = sys.modules.get("asc.lib.runtime")
+    if runtime is None:
+        return 0
+    for name in ("get_current_device", "current_device", "get_device"):
+        getter = getattr(runtime, name, None)
+        if callable(getter):
+            try:
+                value = getter()
+            except Exception:
+                return 0
+            if isinstance(value, int) and value >= 0:
+                return value
+    return 0
+
+
+class ProfileRun:
+    """The handle ``profile()`` yields: which device, which run, and (after exit) the result.
+
+    :ivar device: the device profiled
+    :ivar run_id: the ``PROF_*`` directory name (set once the collection started)
+    :ivar run_dir: its path
+    :ivar result: this call's :class:`ProfilingResult` (set when the block exits normally)
+    """
+
+    __slots__ = ("device", "result", "run_dir", "run_id")
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.run_id: str | None = None
+        self.run_dir: Path | None = None
+        self.result: ProfilingResult | None = None
+
+    def __repr__(self) -> str:
+        tasks = None if self.result is None else len(self.result.tasks)
+        return f"ProfileRun(device={self.device}, run_id={self.run_id!r}, tasks={tasks})"
+
+
+def make_result(tasks: Iterable[ProfilingTask], run_id: str) -> ProfilingResult:
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc))
+
+
+class ProfilerBase:
+    """State and decisions common to :class:`Profiler` and :class:`AsyncProfiler`."""
+
+    def __init__(
+        self,
+        result_path: str | os.PathLike[str] | None = None,
+        *,
+        toolkit: Toolkit | None = None,
+        export_timeout: float | None = DEFAULT_EXPORT_TIMEOUT,
+        call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+    ) -> None:
+        if result_path is None:
+            self._result_path: Path | None = None
+        else:
+            path = Path(os.path.abspath(os.fspath(result_path)))
+            check_msprof_path(path)
+            check_result_path(path)
+            self._result_path = path
+        self._toolkit = toolkit
+        self.export_timeout = export_timeout
+        self.call_timeout = call_timeout
+        #: the result of the last completed profile() / store_result() of this profiler
+        self.last_result: ProfilingResult | None = None
+        self._created: list[tuple[Path, Window | None]] = []
+        self._manual: Participant | None = None
+        self._last_window: Window | None = None
+
+    # -- configuration -----------------------------------------------------------------------------
+    @property
+    def result_path(self) -> Path:
+        """Where raw ``PROF_*`` runs go (the shared temporary root when none was given)."""
+        return self._result_path if self._result_path is not None else default_result_root()
+
+    @property
+    def owns_result_path(self) -> bool:
+        """True when runs go to the library's temporary root (and may be deleted by it)."""
+        return self._result_path is None
+
+    @property
+    def toolkit(self) -> Toolkit:
+        if self._toolkit is None:
+            self._toolkit = discover_toolkit()
+        return self._toolkit
+
+    def _key(self, metrics: AicoreMetrics | int, profile_types: ProfileType | int | None) -> WindowKey:
+        types = DEFAULT_PROFILE_TYPES if profile_types is None else profile_types
+        return WindowKey(self.toolkit, self.result_path, int(metrics), int(types))
+
+    @staticmethod
+    def _device(device_id: int | None) -> int:
+        device = current_pyasc_device() if device_id is None else int(device_id)
+        if device < 0:
+            raise UsageError(f"device id must be >= 0, got {device}")
+        return device
+
+    def _join(
+        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileType | int | None
+    ) -> Participant:
+        key = self._key(metrics, profile_types)
+        return get_collector().join(key, self._device(device_id), library_owned=self.owns_result_path)
+
+    def _record_started(self, participant: Participant, run: ProfileRun | None = None) -> None:
+        window = participant.window
+        if window.run_dir is not None and not any(w is window for _, w in self._created):
+            self._created.append((window.run_dir, window))
+        self._last_window = window
+        if run is not None:
+            run.run_dir = window.run_dir
+            run.run_id = window.run_dir.name if window.run_dir is not None else None
+
+    def _stopped_run_dir(self, window: Window) -> Path:
+        if window.run_dir is None:
+            raise UsageError(
+                f"the collection made no PROF_* directory under {window.key.result_path} "
+                "(no device was started)"
+            )
+        if not any(w is window for _, w in self._created):
+            self._created.append((window.run_dir, window))
+        return window.run_dir
+
+    # -- runs ----------------------------------------------------------------------------------------
+    def _run_dir(self, run_id: str | os.PathLike[str]) -> Path:
+        return resolve_run(self.result_path, run_id)
+
+    def _last_run_dir(self) -> Path:
+        mine = [p for p, _ in self._created if p.is_dir()]
+        if mine:
+            return max(mine, key=lambda p: run_start_key(p.name))
+        runs = list_runs(self.result_path)
+        if not runs:
+            raise UsageError(f"no PROF_* run in {self.result_path}")
+        return runs[-1]
+
+    def _cleanup(self) -> list[Path]:
+        """Remove the runs this profiler created in the temporary root, unless still needed."""
+        if not self.owns_result_path:
+            return []
+        removed: list[Path] = []
+        kept: list[tuple[Path, Window | None]] = []
+        for path, window in self._created:
+            if window is not None and window.state.value != "stopped":
+                kept.append((path, window))
+                continue
+            if window is not None and len(window.cleanup_votes) < window.consumers:
+                kept.append((path, window))
+                continue
+            if path.exists():
+                remove_run_dir(path, self.result_path)
+                removed.append(path)
+        self._created = kept
+        return removed

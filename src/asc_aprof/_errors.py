@@ -1,0 +1,120 @@
+"""The exception hierarchy: one root, :class:`AprofError`, and a family per failure source."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._enums import CREATE_CONFIG_NULL_HINT, acl_error_info
+
+
+class AprofError(Exception):
+    """Root of every error asc-aprof raises."""
+
+
+class UsageError(AprofError, RuntimeError):
+    """The API was called in a way that cannot work (wrong state, nesting, bad argument)."""
+
+
+class AclError(AprofError):
+    """An ``aclprof*`` function returned a non-zero ``aclError`` (or CreateConfig returned NULL).
+
+    :ivar code: the numeric ``aclError``
+    :ivar symbol: its symbolic name, e.g. ``ACL_ERROR_PROF_ALREADY_RUN``
+    :ivar function: the C function that failed, e.g. ``aclprofStart``
+    :ivar hint: one line on what usually causes it
+    """
+
+    def __init__(self, function: str, code: int, *, hint: str | None = None) -> None:
+        info = acl_error_info(code)
+        self.function = function
+        self.code = code
+        self.symbol = info.symbol
+        self.hint = hint if hint is not None else info.hint
+        super().__init__(f"{function} returned {code} ({self.symbol}): {self.hint}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_acl_error, (self.function, self.code, self.hint))
+
+
+def _rebuild_acl_error(function: str, code: int, hint: str) -> AclError:
+    return AclError(function, code, hint=hint)
+
+
+def create_config_null_error() -> AclError:
+    """The error for a NULL from ``aclprofCreateConfig`` (reported as 100000)."""
+    return AclError("aclprofCreateConfig", 100000, hint=CREATE_CONFIG_NULL_HINT)
+
+
+class ToolkitNotFoundError(AprofError):
+    """No CANN toolkit (libmsprofiler.so and msprof.py) was found.
+
+    :ivar searched: every place that was looked at
+    """
+
+    def __init__(self, message: str, searched: Sequence[str] = ()) -> None:
+        self.searched = tuple(searched)
+        super().__init__(message)
+
+
+class ExportError(AprofError):
+    """``msprof.py export`` failed, hung, or produced no CSV.
+
+    :ivar returncode: the exit status (negative for a signal; None when it never ran or hung)
+    :ivar command: the argv that was run
+    :ivar stderr_tail: the last lines it wrote to stderr
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: Sequence[str],
+        returncode: int | None = None,
+        stderr_tail: str = "",
+    ) -> None:
+        self.command = tuple(command)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        text = f"{message}\n  command: {' '.join(self.command)}"
+        if stderr_tail:
+            text += "\n  stderr (last lines):\n    " + stderr_tail.replace("\n", "\n    ")
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _rebuild_export_error,
+            (self.args[0], self.command, self.returncode, self.stderr_tail),
+        )
+
+
+def _rebuild_export_error(
+    text: str, command: tuple[str, ...], returncode: int | None, stderr_tail: str
+) -> ExportError:
+    err = ExportError.__new__(ExportError)
+    Exception.__init__(err, text)
+    err.command, err.returncode, err.stderr_tail = command, returncode, stderr_tail
+    return err
+
+
+class ParseError(AprofError, ValueError):
+    """A CSV could not be parsed.
+
+    :ivar source: the file (or stream name) being parsed
+    :ivar line: the 1-based line number of the offending row (0 when not line-specific)
+    """
+
+    def __init__(self, message: str, *, source: str, line: int = 0) -> None:
+        self.source = source
+        self.line = line
+        where = f"{source}:{line}" if line else source
+        super().__init__(f"{where}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild_parse_error, (self.args[0], self.source, self.line))
+
+
+def _rebuild_parse_error(text: str, source: str, line: int) -> ParseError:
+    err = ParseError.__new__(ParseError)
+    ValueError.__init__(err, text)
+    err.source, err.line = source, line
+    return err

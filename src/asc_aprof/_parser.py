@@ -1,0 +1,303 @@
+"""Sans-IO incremental parser for msprof ``op_summary`` / ``task_time`` CSVs.
+
+Theory of operation
+-------------------
+:class:`TaskParser` takes bytes (:meth:`TaskParser.feed`, any split) and gives back
+:class:`ProfilingTask` lists; it never opens a file, starts a thread or touches an event loop, so
+the sync facade, the async engine and the benchmarks all drive the same object.
+
+Bytes are cut at the last ``\\n`` of what has arrived; the incomplete tail waits for the next
+feed (bounded by ``max_line_bytes``), so a multi-byte UTF-8 character or a ``\\r\\n`` split across
+feeds is never mis-decoded. The first line is the header: columns are looked up by name with
+aliases (op_summary, task_time, torch_npu kernel_details; Block Dim/Num and start-time drift do
+not matter because only id, name, type, duration and device are read).
+
+Each data line is split with ``str.split(",", k)`` where ``k`` covers the columns we read. That
+is exact when no ``"`` occurs before the k-th comma (msprof quotes only shape cells, which come
+later); otherwise the line goes through :mod:`csv`. The field count is still checked on every
+row, counting commas outside quotes with the quote-toggle rule (a ``"`` flips inside/outside;
+an escaped ``""`` flips twice), so a truncated or corrupt row is a :class:`ParseError` naming the
+line, never a silently shifted one. Quoted fields with embedded newlines do not occur in msprof
+output and are reported as malformed.
+
+Rows that are not tasks are counted, not dropped silently: ``PROFILING_ENABLE`` /
+``PROFILING_DISABLE`` control rows and rows whose duration is ``N/A`` land in
+:attr:`TaskParser.skipped` with the reason, so ``len(tasks) + sum(skipped.values())`` equals the
+number of data rows. After an error the parser is poisoned: every later call raises again.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable
+from typing import Final
+
+from ._errors import ParseError
+from ._records import ProfilingTask
+
+_new_task = tuple.__new__
+
+#: Header aliases, first match wins (op_summary, task_time, torch_npu kernel_details).
+DEVICE_COLUMNS: Final = ("Device_id",)
+ID_COLUMNS: Final = ("Task ID", "task_id")
+NAME_COLUMNS: Final = ("Op Name", "kernel_name", "Name")
+TYPE_COLUMNS: Final = ("Task Type", "kernel_type", "Accelerator Core")
+DURATION_COLUMNS: Final = ("Task Duration(us)", "task_time(us)", "Duration(us)")
+
+CONTROL_TYPES: Final = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
+SKIP_NA_DURATION: Final = "duration N/A"
+DEFAULT_MAX_LINE_BYTES: Final = 1 << 20
+
+
+def _find(header: list[str], aliases: Iterable[str]) -> int | None:
+    for alias in aliases:
+        if alias in header:
+            return header.index(alias)
+    return None
+
+
+class TaskParser:
+    """Incremental parser: feed bytes, get tasks.
+
+    :param source: the file name (or stream name) used in error messages
+    :param device: the device for every task when the CSV has no ``Device_id`` column
+        (old per-device layout: ``device_N/summary/op_summary_*.csv``)
+    :param max_line_bytes: longest line accepted (bounds the buffered tail)
+    """
+
+    def __init__(
+        self,
+        source: str = "<stream>",
+        *,
+        device: int | None = None,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        self.source = source
+        self.default_device = device
+        self.max_line_bytes = max_line_bytes
+        #: ``"op_summary"``, ``"task_time"`` or ``"kernel_details"`` once the header is read
+        self.kind: str | None = None
+        #: the header's column names
+        self.columns: tuple[str, ...] = ()
+        #: data rows seen so far (tasks + skipped)
+        self.data_rows = 0
+        #: rows that are not tasks, by reason
+        self.skipped: dict[str, int] = {}
+        self._pending = b""
+        self._line = 0  # lines consumed so far (1-based number of the last one)
+        self._crlf = False
+        self._error: ParseError | None = None
+        self._closed = False
+        self._ncols = 0
+        self._split_at = 0
+        self._i_dev: int | None = None
+        self._i_id: int | None = None
+        self._i_name = 0
+        self._i_type = 0
+        self._i_dur = 0
+
+    # -- public -----------------------------------------------------------------------------
+    def feed(self, data: bytes) -> list[ProfilingTask]:
+        """Consume *data*; return the tasks of every line it completed."""
+        self._check_usable()
+        if not data:
+            return []
+        buf = self._pending + data if self._pending else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) > self.max_line_bytes:
+                self._fail(f"line longer than {self.max_line_bytes} bytes", self._line + 1)
+            self._pending = buf
+            return []
+        self._pending = buf[cut + 1 :]
+        if len(self._pending) > self.max_line_bytes:
+            self._fail(f"line longer than {self.max_line_bytes} bytes", self._line + 1)
+        return self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
+
+    def close(self) -> list[ProfilingTask]:
+        """Signal the end of input; return the tasks of a final line without newline.
+
+        :raises ParseError: when the input was empty or ended inside a row
+        """
+        self._check_usable()
+        tail, self._pending = self._pending, b""
+        tasks = self._lines([tail.decode("utf-8", "replace")]) if tail.strip() else []
+        self._closed = True
+        if self.kind is None:
+            self._fail("empty file: no header row", 0)
+        return tasks
+
+    @property
+    def tasks_out(self) -> int:
+        """Data rows that became tasks."""
+        return self.data_rows - sum(self.skipped.values())
+
+    # -- internals --------------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._closed:
+            raise RuntimeError("TaskParser is closed")
+
+    def _fail(self, message: str, line: int) -> None:
+        self._error = ParseError(message, source=self.source, line=line)
+        raise self._error
+
+    def _header(self, line: str) -> None:
+        if line.startswith("\ufeff"):
+            line = line[1:]
+        if line.endswith("\r"):
+            self._crlf = True
+            line = line[:-1]
+        header = [c.strip().strip('"') for c in next(csv.reader([line]))]
+        i_dur = _find(header, DURATION_COLUMNS)
+        i_name = _find(header, NAME_COLUMNS)
+        i_type = _find(header, TYPE_COLUMNS)
+        if i_dur is None or i_name is None or i_type is None:
+            shown = ",".join(header[:8]) + (",..." if len(header) > 8 else "")
+            self._fail(
+                "unknown header: expected an op_summary (Op Name, Task Type, Task Duration(us)), "
+                f"task_time (kernel_name, kernel_type, task_time(us)) or kernel_details CSV, got {shown!r}",
+                self._line,
+            )
+            raise AssertionError  # unreachable: _fail raises
+        self.columns = tuple(header)
+        self.kind = (
+            "task_time"
+            if header[i_name] == "kernel_name"
+            else ("kernel_details" if header[i_name] == "Name" else "op_summary")
+        )
+        self._ncols = len(header)
+        self._i_dev = _find(header, DEVICE_COLUMNS)
+        self._i_id = _find(header, ID_COLUMNS)
+        self._i_name, self._i_type, self._i_dur = i_name, i_type, i_dur
+        used = [i for i in (self._i_dev, self._i_id, i_name, i_type, i_dur) if i is not None]
+        self._split_at = max(used) + 1
+
+    def _lines(self, lines: list[str]) -> list[ProfilingTask]:
+        out: list[ProfilingTask] = []
+        append = out.append
+        first = self._line + 1
+        if self.kind is None:
+            while lines and self.kind is None:
+                head = lines.pop(0)
+                self._line += 1
+                first += 1
+                if head.strip():
+                    self._header(head)
+        ncols = self._ncols
+        k = self._split_at
+        i_dev, i_id, i_name, i_type, i_dur = (
+            self._i_dev,
+            self._i_id,
+            self._i_name,
+            self._i_type,
+            self._i_dur,
+        )
+        default_device = self.default_device
+        crlf = self._crlf
+        skipped = self.skipped
+        rows = 0
+        cls = ProfilingTask
+        index = -1
+        try:
+            for index, line in enumerate(lines):
+                if crlf and line.endswith("\r"):
+                    line = line[:-1]
+                if not line:
+                    continue
+                parts = line.split(",", k)
+                q = line.find('"')
+                if q < 0:
+                    nfields = len(parts) if len(parts) <= k else line.count(",") + 1
+                else:
+                    nfields = self._count_fields(line)
+                    if len(parts) <= k or q < len(line) - len(parts[k]):
+                        parts = next(csv.reader([line]))
+                if nfields != ncols:
+                    raise _RowError(f"expected {ncols} fields, got {nfields}")
+                rows += 1
+                ttype = parts[i_type]
+                if ttype in CONTROL_TYPES:
+                    skipped[ttype] = skipped.get(ttype, 0) + 1
+                    continue
+                dur_text = parts[i_dur]
+                try:
+                    duration = float(dur_text)
+                except ValueError:
+                    if dur_text.strip().strip('"') == "N/A":
+                        skipped[SKIP_NA_DURATION] = skipped.get(SKIP_NA_DURATION, 0) + 1
+                        continue
+                    duration = _number(dur_text, float, "duration")
+                if i_id is None:
+                    task_id = None
+                else:
+                    id_text = parts[i_id]
+                    try:
+                        task_id = int(id_text)
+                    except ValueError:
+                        task_id = _optional_int(id_text, "task id")
+                if i_dev is None:
+                    device = default_device
+                else:
+                    dev_text = parts[i_dev]
+                    try:
+                        device = int(dev_text)
+                    except ValueError:
+                        device = _device(dev_text)
+                append(_new_task(cls, (task_id, parts[i_name], ttype, duration, device)))
+        except _RowError as exc:
+            self.data_rows += rows
+            self._line = first + index - 1
+            self._fail(str(exc), first + index)
+        self.data_rows += rows
+        self._line = first + len(lines) - 1
+        return out
+
+    @staticmethod
+    def _count_fields(line: str) -> int:
+        segments = line.split('"')
+        if len(segments) % 2 == 0:
+            raise _RowError("unbalanced quotes (truncated or corrupt row)")
+        inside = "".join(segments[1::2]).count(",")
+        return line.count(",") - inside + 1
+
+
+class _RowError(Exception):
+    """A bad row inside the hot loop; turned into ParseError with the line number."""
+
+
+def _number(text: str, kind: type[float], what: str) -> float:
+    stripped = text.strip().strip('"').strip()
+    try:
+        return kind(stripped)
+    except ValueError:
+        raise _RowError(f"{what} is not a number: {text!r}") from None
+
+
+def _optional_int(text: str, what: str) -> int | None:
+    stripped = text.strip().strip('"').strip()
+    if stripped == "N/A":
+        return None
+    try:
+        return int(stripped)
+    except ValueError:
+        raise _RowError(f"{what} is not an integer: {text!r}") from None
+
+
+def _device(text: str) -> int | None:
+    stripped = text.strip().strip('"').strip()
+    if stripped in ("host", "N/A"):
+        return None
+    try:
+        return int(stripped)
+    except ValueError:
+        raise _RowError(f"Device_id is not an integer or 'host': {text!r}") from None
+
+
+def parse_bytes(data: bytes, source: str = "<bytes>", *, device: int | None = None) -> list[ProfilingTask]:
+    """Parse a whole CSV held in memory."""
+    parser = TaskParser(source, device=device)
+    tasks = parser.feed(data)
+    tasks.extend(parser.close())
+    return tasks

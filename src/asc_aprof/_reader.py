@@ -1,0 +1,71 @@
+"""Feeding CSV files to the sans-IO parser: a blocking loop and an async chunked loop."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Final
+
+import anyio
+
+from ._errors import UsageError
+from ._layout import CsvFile, find_summary_csvs
+from ._parser import TaskParser
+from ._records import ProfilingTask
+
+SYNC_CHUNK: Final = 1 << 20
+#: Small enough that parsing one chunk on the event loop stays well under a millisecond or two.
+ASYNC_CHUNK: Final = 32 << 10
+
+
+def summary_csvs_or_error(run_dir: Path) -> list[CsvFile]:
+    files = find_summary_csvs(run_dir)
+    if not files:
+        raise UsageError(
+            f"run {run_dir.name} has no exported op_summary/task_time CSV in {run_dir}; "
+            "call export() first"
+        )
+    return files
+
+
+def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
+    """Batches of tasks from *files*, read in 1 MiB chunks."""
+    for csv_file in files:
+        parser = TaskParser(str(csv_file.path), device=csv_file.device)
+        with open(csv_file.path, "rb") as stream:
+            while chunk := stream.read(SYNC_CHUNK):
+                batch = parser.feed(chunk)
+                if batch:
+                    yield batch
+        tail = parser.close()
+        if tail:
+            yield tail
+
+
+async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncIterator[list[ProfilingTask]]:
+    """Batches of tasks from *files*, read with anyio's file API in small chunks.
+
+    Each chunk is parsed on the event loop between checkpoints, so the loop never stalls for
+    long; the consumer's pace sets the reading pace (nothing is read ahead).
+    """
+    for csv_file in files:
+        parser = TaskParser(str(csv_file.path), device=csv_file.device)
+        async with await anyio.open_file(csv_file.path, "rb") as stream:
+            while chunk := await stream.read(ASYNC_CHUNK):
+                batch = parser.feed(chunk)
+                if batch:
+                    yield batch
+        tail = parser.close()
+        if tail:
+            yield tail
+
+
+def split_by_device(batches: Iterator[list[ProfilingTask]]) -> dict[int | None, list[ProfilingTask]]:
+    out: dict[int | None, list[ProfilingTask]] = {}
+    for batch in batches:
+        for task in batch:
+            bucket = out.get(task.device)
+            if bucket is None:
+                bucket = out[task.device] = []
+            bucket.append(task)
+    return out

@@ -1,0 +1,95 @@
+"""Result records and the median helper of ``asc.lib.profiling``."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+#: Task types that run on AI Core / AI Vector units; only these count for medians.
+AICORE_TASK_TYPES: Final = frozenset(
+    {
+        "AI_CORE",
+        "AIV_SQE",
+        "AI_VECTOR_CORE",
+        "MIX_AIC",
+        "MIX_AIV",
+        "KERNEL_AIVEC",
+        "KERNEL_AICORE",
+    }
+)
+
+
+class ProfilingTask(NamedTuple):
+    """One kernel / AI Core task from an exported CSV.
+
+    A frozen record with no per-instance dict (a named tuple: building one costs a fifth of a
+    frozen dataclass, which matters at a million rows). The spec's four positional fields come
+    first; ``device`` is an optional trailing field.
+
+    :ivar id: the task id, or None where the CSV says ``N/A``
+    :ivar name: kernel / operator name (``Op Name`` or ``kernel_name``)
+    :ivar type: task type, e.g. ``AI_CORE``, ``AI_VECTOR_CORE``, ``MIX_AIC``
+    :ivar duration: task duration in microseconds
+    :ivar device: the device the task ran on (``Device_id`` / ``device_N``), None for host rows
+        or when the layout does not say
+    """
+
+    id: int | None
+    name: str
+    type: str
+    duration: float
+    device: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfilingResult:
+    """The tasks parsed from one exported run.
+
+    :ivar tasks: the tasks, in file order (start order per device)
+    :ivar run_id: the ``PROF_*`` directory name the tasks came from
+    :ivar stored_at: when the result was parsed (UTC, timezone-aware)
+    """
+
+    tasks: tuple[ProfilingTask, ...]
+    run_id: str
+    stored_at: _dt.datetime
+
+
+def task_time_median(
+    tasks: Iterable[ProfilingTask], name: str | None = None, skip: int = 0
+) -> float:
+    """Median duration in microseconds of one kernel's AI Core tasks.
+
+    Only tasks whose type is an AI Core type (AI_CORE, AIV_SQE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV,
+    KERNEL_AIVEC, KERNEL_AICORE) count.
+
+    :param tasks: usually ``ProfilingResult.tasks``
+    :param name: the kernel to measure; defaults to the first AI Core task's name
+    :param skip: leading samples of that kernel to drop (warm-up)
+    :raises ValueError: when no sample is left, saying how many there were
+    :return: the median, rounded to 3 decimals (nanosecond resolution)
+    """
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0, got {skip}")
+    samples: list[float] = []
+    kernel = name
+    for task in tasks:
+        if task.type not in AICORE_TASK_TYPES:
+            continue
+        if kernel is None:
+            kernel = task.name
+        if task.name == kernel:
+            samples.append(task.duration)
+    if kernel is None:
+        raise ValueError("no AI Core task in the result, so there is no kernel to take a median of")
+    kept = samples[skip:]
+    if not kept:
+        raise ValueError(
+            f"no samples left for kernel {kernel!r}: {len(samples)} AI Core sample(s), skip={skip}"
+        )
+    kept.sort()
+    mid = len(kept) // 2
+    median = kept[mid] if len(kept) % 2 else (kept[mid - 1] + kept[mid]) / 2.0
+    return round(median, 3)

@@ -1,0 +1,116 @@
+"""Finding a CANN toolkit: ``libmsprofiler.so`` and ``msprof.py``.
+
+Discovery order: ``ASCEND_HOME_PATH``, ``ASCEND_TOOLKIT_HOME``, then the default install roots
+``/usr/local/Ascend/cann`` and ``/usr/local/Ascend/ascend-toolkit/latest``. In each root the
+library is ``lib64/libmsprofiler.so`` (or ``<arch>-linux/lib64/libmsprofiler.so``) and the export
+script ``tools/profiler/profiler_tool/analysis/msprof/msprof.py``. Nothing here loads the library:
+importing asc_aprof never needs CANN. The simulated toolkit (:mod:`asc_aprof.sim`) is never picked
+by discovery unless ``ASC_APROF_SIMULATE=1`` asks for it or its root is in ``ASCEND_HOME_PATH``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from ._errors import ToolkitNotFoundError
+
+ROOT_VARIABLES: Final = ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME")
+DEFAULT_ROOTS: Final = ("/usr/local/Ascend/cann", "/usr/local/Ascend/ascend-toolkit/latest")
+LIBRARY_NAME: Final = "libmsprofiler.so"
+MSPROF_SCRIPT: Final = Path("tools/profiler/profiler_tool/analysis/msprof/msprof.py")
+#: Set to 1 to use the simulated toolkit when no ``toolkit=`` is given (tests, demos).
+SIMULATE_VARIABLE: Final = "ASC_APROF_SIMULATE"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Toolkit:
+    """Where the CANN pieces asc-aprof uses live.
+
+    :ivar library: absolute path of ``libmsprofiler.so``
+    :ivar msprof_script: absolute path of ``msprof.py``
+    :ivar python: the interpreter that runs ``msprof.py`` (default: this one)
+    :ivar env: extra environment variables for the export process
+    """
+
+    library: Path
+    msprof_script: Path
+    python: str = sys.executable
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict, hash=False)
+
+    @classmethod
+    def from_root(cls, root: str | os.PathLike[str], *, python: str | None = None) -> Toolkit:
+        """The toolkit laid out under *root* (a directory like ``$ASCEND_HOME_PATH``).
+
+        :raises ToolkitNotFoundError: when the library or the script is missing there
+        """
+        found = _probe_root(Path(root))
+        searched = _root_candidates(Path(root))
+        if found is None:
+            raise ToolkitNotFoundError(_not_found_message(searched), searched)
+        library, script = found
+        return cls(library=library, msprof_script=script, python=python or sys.executable)
+
+
+def _root_candidates(root: Path) -> list[str]:
+    arch = f"{platform.machine()}-linux"
+    return [
+        str(root / "lib64" / LIBRARY_NAME),
+        str(root / arch / "lib64" / LIBRARY_NAME),
+        str(root / MSPROF_SCRIPT),
+    ]
+
+
+def _probe_root(root: Path) -> tuple[Path, Path] | None:
+    root = root.expanduser()
+    arch = f"{platform.machine()}-linux"
+    script = root / MSPROF_SCRIPT
+    if not script.is_file():
+        return None
+    for library in (root / "lib64" / LIBRARY_NAME, root / arch / "lib64" / LIBRARY_NAME):
+        if library.is_file():
+            return library.resolve(), script.resolve()
+    return None
+
+
+def _not_found_message(searched: list[str]) -> str:
+    listing = "\n".join(f"  - {place}" for place in searched)
+    return (
+        "no CANN toolkit found (need lib64/libmsprofiler.so and "
+        f"{MSPROF_SCRIPT}). Looked at:\n{listing}\n"
+        "Set ASCEND_HOME_PATH, usually by `source <cann install>/set_env.sh` "
+        "(e.g. /usr/local/Ascend/cann/set_env.sh), or pass toolkit=Toolkit.from_root(...). "
+        f"Without an NPU, use the simulated toolkit: toolkit=asc_aprof.sim.toolkit() or {SIMULATE_VARIABLE}=1."
+    )
+
+
+def discover_toolkit(environ: Mapping[str, str] | None = None) -> Toolkit:
+    """Find the toolkit the way CANN's own scripts would.
+
+    :raises ToolkitNotFoundError: listing every place searched
+    """
+    env = os.environ if environ is None else environ
+    if env.get(SIMULATE_VARIABLE, "") not in ("", "0"):
+        from . import sim
+
+        return sim.toolkit()
+    searched: list[str] = []
+    roots: list[Path] = []
+    for variable in ROOT_VARIABLES:
+        value = env.get(variable)
+        if value:
+            roots.append(Path(value))
+        else:
+            searched.append(f"${variable} (not set)")
+    roots.extend(Path(p) for p in DEFAULT_ROOTS)
+    for root in roots:
+        found = _probe_root(root)
+        if found is not None:
+            return Toolkit(library=found[0], msprof_script=found[1])
+        searched.extend(_root_candidates(root))
+    raise ToolkitNotFoundError(_not_found_message(searched), searched)

@@ -1,0 +1,1145 @@
+/*
+ * Simulated libmsprofiler.so for asc-aprof tests and demos (no NPU needed).
+ *
+ * Exports CANN's aclprof* symbols with the validation rules and error codes of CANN 8.5 (and,
+ * switchable, 9.x), writes PROF_* directories laid out like CANN's, and records "kernels"
+ * launched through aprofsim_launch() so the simulated msprof.py can export CSVs from them.
+ * Every entry point takes one global mutex, as the real library serialises its API.
+ *
+ * Data files (formats are private to the simulator and msprof_sim.py):
+ *   device_N/data/aprofsim_tasks.data   one line per task:
+ *       "<task_id> <stream_id> <start_ns> <duration_ns> <block_dim> <task_type>"
+ *   host/data/aprofsim_names.data       one TAB-separated line per run of named kernels:
+ *       "<device> <stream> <first_task_id> <count> <task_type> <name> [6 tensor-info fields]"
+ * Lines starting with '#' are comments.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum {
+    ACL_SUCCESS = 0,
+    ACL_ERROR_INVALID_PARAM = 100000,
+    ACL_ERROR_UNINITIALIZE = 100001,
+    ACL_ERROR_REPEAT_INITIALIZE = 100002,
+    ACL_ERROR_INVALID_FILE = 100003,
+    ACL_ERROR_INVALID_PROFILING_CONFIG = 100010,
+    ACL_ERROR_PROF_ALREADY_RUN = 100042,
+    ACL_ERROR_PROF_NOT_RUN = 100043,
+    ACL_ERROR_FEATURE_UNSUPPORTED = 200006,
+    ACL_ERROR_PROF_MODULES_UNSUPPORTED = 200007,
+    ACL_ERROR_PROFILING_FAILURE = 500005,
+};
+
+#define MAX_DEV 64u
+#define MAX_PATH_BYTES 4096u
+#define MAX_SET_CONFIG_BYTES 256u
+#define MAX_NAME_BYTES 1024u
+#define MAX_TENSOR_BYTES 8192u
+
+#define PROF_TASK_TIME 0x2ull
+#define PROF_MSPROFTX 0x80ull
+#define PROF_TASK_TIME_L0 0x800ull
+/* Every ACL_PROF_* bit CANN 8.5 accepts; anything else is 200007 at start. */
+#define PROF_SUPPORTED_MASK                                                                  \
+    (0x1ull | 0x2ull | 0x4ull | 0x8ull | 0x10ull | 0x20ull | 0x40ull | 0x80ull | 0x100ull |  \
+     0x200ull | 0x800ull | 0x1000ull | 0x2000ull | 0x4000ull | 0x8000ull | 0x01000000ull)
+
+#define KERNEL_STREAM 2u
+#define CONTROL_STREAM 0u
+/* Gap between back-to-back kernels on the simulated device clock (real data: ~1-4 us). */
+#define KERNEL_GAP_NS 2000ull
+#define CONTROL_DURATION_NS 20ull
+
+/* ------------------------------------------------------------------------------------------ */
+/* State                                                                                        */
+
+enum task_kind {
+    KIND_AI_CORE,
+    KIND_AI_VECTOR_CORE,
+    KIND_MIX_AIC,
+    KIND_MIX_AIV,
+    KIND_AI_CPU,
+    KIND_PROFILING_ENABLE,
+    KIND_PROFILING_DISABLE,
+    KIND_RINGBUFFER,
+    KIND_COUNT
+};
+
+static const char *const KIND_NAMES[KIND_COUNT] = {
+    "AI_CORE",        "AI_VECTOR_CORE",    "MIX_AIC",
+    "MIX_AIV",        "AI_CPU",            "PROFILING_ENABLE",
+    "PROFILING_DISABLE", "DEVICE_RINGBUFFER_CONTROL",
+};
+#define FIRST_CONTROL_KIND KIND_PROFILING_ENABLE
+
+enum sim_function { F_INIT, F_FINALIZE, F_CREATE, F_DESTROY, F_START, F_STOP, F_SET_CONFIG, F_COUNT };
+
+static const char *const FUNCTION_NAMES[F_COUNT] = {
+    "aclprofInit",  "aclprofFinalize", "aclprofCreateConfig", "aclprofDestroyConfig",
+    "aclprofStart", "aclprofStop",     "aclprofSetConfig",
+};
+
+enum latency_slot { L_INIT, L_START, L_STOP, L_FINALIZE, L_COUNT };
+static const char *const LATENCY_NAMES[L_COUNT] = {"init", "start", "stop", "finalize"};
+
+typedef struct sim_config {
+    uint32_t ndev;
+    uint32_t devs[MAX_DEV];
+    int metric;
+    uint64_t data_type;
+    struct sim_config *next; /* registry of live configs: lets destroy/start spot bad pointers */
+} sim_config;
+
+/* One effective aclprofStart: one PROF_* directory. Freed when nothing refers to it. */
+typedef struct collection {
+    char *dir;
+    uint64_t data_type;
+    int metric;
+    int refs;        /* running devices + host ownership + host-only activity */
+    int host_only;   /* started with deviceNums == 0 (MSPROFTX only) and not yet stopped */
+    int dir_made;
+    struct collection *next;
+} collection;
+
+typedef struct task_rec {
+    uint64_t start_ns;
+    uint64_t dur_ns;
+    uint32_t task_id;
+    uint32_t block_dim;
+    uint16_t stream;
+    uint8_t kind;
+} task_rec;
+
+typedef struct device_state {
+    int running;
+    collection *coll;
+    uint64_t data_type;
+    int metric;
+    task_rec *recs;
+    size_t n, cap;
+    uint64_t clock_ns; /* simulated device clock: kernels run back to back from here */
+    uint32_t next_task;
+    uint32_t next_control_task;
+} device_state;
+
+typedef struct name_rec {
+    uint32_t device, stream, first_task, count;
+    uint8_t kind;
+    char *name;
+    char *tensors; /* may be NULL */
+} name_rec;
+
+/* The host data stream. Like CANN, only the first active collection owns host/; a stop cuts
+ * the stream, so overlapping collections lose their kernel names (the 8.5 behaviour). */
+typedef struct host_state {
+    int refcount;
+    collection *owner; /* receives names; NULL when nobody owns the host */
+    int cut;           /* stream stopped while other collections still run: names dropped */
+    uint64_t data_type;
+    name_rec *recs;
+    size_t n, cap;
+} host_state;
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_initialized;
+static char *g_result_path;
+static int g_cann_major = 8;
+static int g_device_count = 8;
+static int g_cmd_mode;
+static int g_repeat_start; /* 9.x: a start is effective and not yet stopped */
+static long long g_latency_us[L_COUNT];
+static struct {
+    int code;
+    int times;
+} g_faults[F_COUNT];
+static sim_config *g_configs;
+static int g_live_configs;
+static collection *g_collections;
+static device_state g_dev[MAX_DEV];
+static host_state g_host;
+static unsigned g_prof_counter; /* per process, never reset by finalize (as in CANN) */
+static uint64_t g_rng;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers                                                                                */
+
+static uint64_t realtime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t monotonic_raw_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_us(long long us) {
+    if (us <= 0) return;
+    struct timespec req = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (nanosleep(&req, &req) != 0 && errno == EINTR) {
+    }
+}
+
+/* Returns the injected code (and consumes one shot), or 0 when no fault is armed. */
+static int take_fault(enum sim_function fn) {
+    if (g_faults[fn].times <= 0) return 0;
+    g_faults[fn].times--;
+    return g_faults[fn].code;
+}
+
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *out = NULL;
+    int rc = vasprintf(&out, fmt, ap);
+    va_end(ap);
+    return rc < 0 ? NULL : out;
+}
+
+static uint64_t next_random(void) {
+    if (g_rng == 0) g_rng = realtime_ns() ^ ((uint64_t)getpid() << 32) ^ 0x9E3779B97F4A7C15ull;
+    /* xorshift64*: good enough for directory-name suffixes */
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return g_rng * 0x2545F4914F6CDD1Dull;
+}
+
+static int make_dir(const char *path) {
+    if (mkdir(path, 0750) == 0) {
+        chmod(path, 0750); /* exact mode regardless of the caller's umask, like CANN */
+        return 0;
+    }
+    return errno == EEXIST ? 0 : -1;
+}
+
+/* mkdir -p with mode 0750 for every directory created. */
+static int make_dirs(const char *path) {
+    size_t len = strlen(path);
+    char *buf = malloc(len + 1);
+    if (buf == NULL) return -1;
+    memcpy(buf, path, len + 1);
+    for (size_t i = 1; i <= len; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char saved = buf[i];
+            buf[i] = '\0';
+            if (make_dir(buf) != 0) {
+                free(buf);
+                return -1;
+            }
+            buf[i] = saved;
+        }
+    }
+    free(buf);
+    return 0;
+}
+
+static int write_all(int fd, const char *data, size_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, data, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        data += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int open_output(const char *path) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
+    if (fd >= 0) fchmod(fd, 0640);
+    return fd;
+}
+
+/* CANN leaves a "<file>.done" marker holding the size once a file is complete. */
+static void write_done_marker(const char *path, size_t size) {
+    char *done = str_printf("%s.done", path);
+    if (done == NULL) return;
+    int fd = open_output(done);
+    if (fd >= 0) {
+        char text[64];
+        int n = snprintf(text, sizeof text, "filesize:%zu\n", size);
+        write_all(fd, text, (size_t)n);
+        close(fd);
+    }
+    free(done);
+}
+
+static int write_file(const char *path, const char *data) {
+    int fd = open_output(path);
+    if (fd < 0) return -1;
+    size_t len = strlen(data);
+    int rc = write_all(fd, data, len);
+    close(fd);
+    if (rc == 0) write_done_marker(path, len);
+    return rc;
+}
+
+/* A buffered writer for the big data files: 1M task lines must be written in milliseconds. */
+typedef struct out_buf {
+    int fd;
+    int failed;
+    size_t len, total;
+    char data[1 << 20];
+} out_buf;
+
+static void ob_flush(out_buf *ob) {
+    if (ob->len > 0 && !ob->failed && write_all(ob->fd, ob->data, ob->len) != 0) ob->failed = 1;
+    ob->total += ob->len;
+    ob->len = 0;
+}
+
+static void ob_put(out_buf *ob, const char *s, size_t n) {
+    if (ob->len + n > sizeof ob->data) ob_flush(ob);
+    if (n > sizeof ob->data) {
+        if (!ob->failed && write_all(ob->fd, s, n) != 0) ob->failed = 1;
+        ob->total += n;
+        return;
+    }
+    memcpy(ob->data + ob->len, s, n);
+    ob->len += n;
+}
+
+static void ob_str(out_buf *ob, const char *s) { ob_put(ob, s, strlen(s)); }
+
+static void ob_u64(out_buf *ob, uint64_t v) {
+    char tmp[24];
+    int i = 24;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    ob_put(ob, tmp + i, (size_t)(24 - i));
+}
+
+static void ob_char(out_buf *ob, char c) { ob_put(ob, &c, 1); }
+
+static const char *metric_name(int metric) {
+    switch (metric) {
+    case 0: return "ArithmeticUtilization";
+    case 1: return "PipeUtilization";
+    case 2: return "Memory";
+    case 3: return "MemoryL0";
+    case 4: return "ResourceConflictRatio";
+    case 5: return "MemoryUB";
+    case 6: return "L2Cache";
+    case 7: return "PipelineExecuteUtilization";
+    case 8: return "MemoryAccess";
+    default: return "";
+    }
+}
+
+static const char *task_time_level(uint64_t data_type) {
+    if (data_type & (PROF_TASK_TIME | 0x2000ull | 0x4000ull | 0x8000ull)) return "l1";
+    if (data_type & PROF_TASK_TIME_L0) return "l0";
+    return "off";
+}
+
+static void local_stamp(uint64_t ns, char *out, size_t size, int with_ms, int pretty) {
+    time_t secs = (time_t)(ns / 1000000000ull);
+    struct tm tm;
+    localtime_r(&secs, &tm);
+    unsigned ms = (unsigned)((ns / 1000000ull) % 1000ull);
+    if (pretty)
+        snprintf(out, size, "%04d-%02d-%02d %02d:%02d:%02d.%03u", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    else if (with_ms)
+        snprintf(out, size, "%04d%02d%02d%02d%02d%02d%03u", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    else
+        snprintf(out, size, "%04d%02d%02d%02d%02d%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Collections, metadata and data files                                                          */
+
+static void coll_unref(collection *c) {
+    if (c == NULL || --c->refs > 0) return;
+    for (collection **pp = &g_collections; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == c) {
+            *pp = c->next;
+            break;
+        }
+    }
+    free(c->dir);
+    free(c);
+}
+
+static char *coll_subdir(collection *c, const char *sub) {
+    if (!c->dir_made) {
+        if (make_dir(c->dir) != 0) return NULL;
+        c->dir_made = 1;
+    }
+    char *path = str_printf("%s/%s", c->dir, sub);
+    if (path == NULL) return NULL;
+    char *data = str_printf("%s/data", path);
+    int ok = data != NULL && make_dir(path) == 0 && make_dir(data) == 0;
+    free(data);
+    if (!ok) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
+static void write_start_info(const char *path, uint64_t now) {
+    char date[40];
+    local_stamp(now, date, sizeof date, 1, 1);
+    char *text = str_printf("{\"collectionDateBegin\": \"%s\", \"collectionTimeBegin\": \"%llu\", "
+                            "\"clockMonotonicRaw\": \"%llu\"}\n",
+                            date, (unsigned long long)(now / 1000ull),
+                            (unsigned long long)monotonic_raw_ns());
+    if (text != NULL) write_file(path, text);
+    free(text);
+}
+
+static void write_end_info(const char *path) {
+    uint64_t now = realtime_ns();
+    char date[40];
+    local_stamp(now, date, sizeof date, 1, 1);
+    char *text = str_printf("{\"collectionDateEnd\": \"%s\", \"collectionTimeEnd\": \"%llu\", "
+                            "\"clockMonotonicRaw\": \"%llu\"}\n",
+                            date, (unsigned long long)(now / 1000ull),
+                            (unsigned long long)monotonic_raw_ns());
+    if (text != NULL) write_file(path, text);
+    free(text);
+}
+
+static void hostname_or_unknown(char *out, size_t size) {
+    if (gethostname(out, size) != 0) snprintf(out, size, "localhost");
+    out[size - 1] = '\0';
+    for (char *p = out; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
+}
+
+static int make_host_dir(collection *c, uint64_t now) {
+    char *host = coll_subdir(c, "host");
+    if (host == NULL) return -1;
+    char hostname[256];
+    hostname_or_unknown(hostname, sizeof hostname);
+    char *info = str_printf(
+        "{\"jobInfo\": \"NA\", \"hostname\": \"%s\", \"pid\": \"%d\", \"OS\": \"linux\", "
+        "\"cpuNums\": %ld, \"platform_version\": \"5\", \"drvVersion\": 467992, "
+        "\"simulator\": \"asc-aprof aprofsim\", \"devices\": \"64\"}\n",
+        hostname, (int)getpid(), sysconf(_SC_NPROCESSORS_ONLN));
+    char *info_path = str_printf("%s/info.json", host);
+    char *start_path = str_printf("%s/start_info", host);
+    int rc = (info == NULL || info_path == NULL || start_path == NULL) ? -1 : write_file(info_path, info);
+    if (rc == 0) write_start_info(start_path, now);
+    free(info);
+    free(info_path);
+    free(start_path);
+    free(host);
+    return rc;
+}
+
+static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int metric, uint64_t now) {
+    char sub[32];
+    snprintf(sub, sizeof sub, "device_%u", dev);
+    char *path = coll_subdir(c, sub);
+    if (path == NULL) return -1;
+    int rc = -1;
+    char *info = str_printf(
+        "{\"jobInfo\": \"NA\", \"devices\": \"%u\", \"pid\": \"%d\", \"platform_version\": \"5\", "
+        "\"DeviceInfo\": [{\"id\": %u, \"ai_core_num\": 24, \"aiv_num\": 48, "
+        "\"aic_frequency\": \"1800\", \"hwts_frequency\": \"50\"}], "
+        "\"simulator\": \"asc-aprof aprofsim\"}\n",
+        dev, (int)getpid(), dev);
+    char *sample = str_printf(
+        "{\"devices\": \"%u\", \"ai_core_profiling_mode\": \"task-based\", "
+        "\"ai_core_metrics\": \"%s\", \"aicoreMetrics\": %d, \"dataTypeConfig\": %llu, "
+        "\"taskTime\": \"%s\", \"prof_level\": \"%s\", \"aicore_metrics_enabled\": %s}\n",
+        dev, metric_name(metric), metric, (unsigned long long)data_type, task_time_level(data_type),
+        (data_type & PROF_TASK_TIME) ? "level1" : "level0", (data_type & 0x4ull) ? "true" : "false");
+    char *info_path = str_printf("%s/info.json.%u", path, dev);
+    char *sample_path = str_printf("%s/sample.json", path);
+    char *start_path = str_printf("%s/start_info.%u", path, dev);
+    if (info && sample && info_path && sample_path && start_path && write_file(sample_path, sample) == 0 &&
+        write_file(info_path, info) == 0) {
+        write_start_info(start_path, now);
+        rc = 0;
+    }
+    free(info);
+    free(sample);
+    free(info_path);
+    free(sample_path);
+    free(start_path);
+    free(path);
+    return rc;
+}
+
+static int append_task(device_state *d, task_rec rec) {
+    if (d->n == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 1024;
+        task_rec *grown = realloc(d->recs, cap * sizeof *grown);
+        if (grown == NULL) return -1;
+        d->recs = grown;
+        d->cap = cap;
+    }
+    d->recs[d->n++] = rec;
+    return 0;
+}
+
+static void append_control(device_state *d, enum task_kind kind, uint64_t start) {
+    task_rec rec = {start, CONTROL_DURATION_NS, d->next_control_task++, 0, CONTROL_STREAM, (uint8_t)kind};
+    append_task(d, rec);
+}
+
+static void write_device_data(uint32_t dev, device_state *d) {
+    char *path = str_printf("%s/device_%u/data/aprofsim_tasks.data", d->coll->dir, dev);
+    char *end_path = str_printf("%s/device_%u/end_info.%u", d->coll->dir, dev, dev);
+    out_buf *ob = malloc(sizeof *ob);
+    if (path != NULL && ob != NULL) {
+        ob->fd = open_output(path);
+        ob->failed = ob->fd < 0;
+        ob->len = ob->total = 0;
+        if (ob->fd >= 0) {
+            ob_str(ob, "# aprofsim device tasks v1: task_id stream_id start_ns duration_ns block_dim task_type\n");
+            for (size_t i = 0; i < d->n; i++) {
+                const task_rec *r = &d->recs[i];
+                ob_u64(ob, r->task_id);
+                ob_char(ob, ' ');
+                ob_u64(ob, r->stream);
+                ob_char(ob, ' ');
+                ob_u64(ob, r->start_ns);
+                ob_char(ob, ' ');
+                ob_u64(ob, r->dur_ns);
+                ob_char(ob, ' ');
+                ob_u64(ob, r->block_dim);
+                ob_char(ob, ' ');
+                ob_str(ob, KIND_NAMES[r->kind]);
+                ob_char(ob, '\n');
+            }
+            ob_flush(ob);
+            close(ob->fd);
+            write_done_marker(path, ob->total);
+        }
+    }
+    if (end_path != NULL) write_end_info(end_path);
+    free(ob);
+    free(path);
+    free(end_path);
+}
+
+/* Flush the names gathered so far into the owner's host/ and stop accepting more. */
+static void host_cut(void) {
+    collection *c = g_host.owner;
+    if (c != NULL && !g_host.cut) {
+        char *path = str_printf("%s/host/data/aprofsim_names.data", c->dir);
+        char *end_path = str_printf("%s/host/end_info", c->dir);
+        out_buf *ob = malloc(sizeof *ob);
+        if (path != NULL && ob != NULL) {
+            ob->fd = open_output(path);
+            ob->failed = ob->fd < 0;
+            ob->len = ob->total = 0;
+            if (ob->fd >= 0) {
+                ob_str(ob, "# aprofsim host names v1: device stream first_task_id count task_type name "
+                           "[input_shapes input_dtypes input_formats output_shapes output_dtypes "
+                           "output_formats] (TAB-separated)\n");
+                for (size_t i = 0; i < g_host.n; i++) {
+                    const name_rec *r = &g_host.recs[i];
+                    ob_u64(ob, r->device);
+                    ob_char(ob, '\t');
+                    ob_u64(ob, r->stream);
+                    ob_char(ob, '\t');
+                    ob_u64(ob, r->first_task);
+                    ob_char(ob, '\t');
+                    ob_u64(ob, r->count);
+                    ob_char(ob, '\t');
+                    ob_str(ob, KIND_NAMES[r->kind]);
+                    ob_char(ob, '\t');
+                    ob_str(ob, r->name);
+                    if (r->tensors != NULL) {
+                        ob_char(ob, '\t');
+                        ob_str(ob, r->tensors);
+                    }
+                    ob_char(ob, '\n');
+                }
+                ob_flush(ob);
+                close(ob->fd);
+                write_done_marker(path, ob->total);
+            }
+        }
+        if (end_path != NULL) write_end_info(end_path);
+        free(ob);
+        free(path);
+        free(end_path);
+    }
+    for (size_t i = 0; i < g_host.n; i++) {
+        free(g_host.recs[i].name);
+        free(g_host.recs[i].tensors);
+    }
+    g_host.n = 0;
+    g_host.cut = 1;
+}
+
+/* One stop call's effect on the host: the stream is cut; the owner is released at refcount 0. */
+static void host_release(int all) {
+    if (g_host.refcount == 0) return;
+    host_cut();
+    g_host.refcount = all ? 0 : g_host.refcount - 1;
+    if (g_host.refcount == 0) {
+        collection *owner = g_host.owner;
+        g_host.owner = NULL;
+        g_host.cut = 0;
+        free(g_host.recs);
+        g_host.recs = NULL;
+        g_host.cap = 0;
+        coll_unref(owner);
+    }
+}
+
+static void stop_device(uint32_t dev) {
+    device_state *d = &g_dev[dev];
+    if (!d->running) return;
+    uint64_t now = realtime_ns();
+    uint64_t t = d->clock_ns > now ? d->clock_ns : now;
+    append_control(d, KIND_PROFILING_DISABLE, t);
+    append_control(d, KIND_RINGBUFFER, t + 20000ull);
+    d->clock_ns = t + 20000ull + CONTROL_DURATION_NS;
+    write_device_data(dev, d);
+    free(d->recs);
+    d->recs = NULL;
+    d->n = d->cap = 0;
+    d->running = 0;
+    collection *c = d->coll;
+    d->coll = NULL;
+    coll_unref(c);
+}
+
+static void stop_everything(void) {
+    for (uint32_t dev = 0; dev < MAX_DEV; dev++) stop_device(dev);
+    for (collection *c = g_collections; c != NULL;) {
+        collection *next = c->next;
+        if (c->host_only) {
+            c->host_only = 0;
+            coll_unref(c);
+        }
+        c = next;
+    }
+    host_release(1);
+    g_repeat_start = 0;
+}
+
+static sim_config *find_config(const void *p) {
+    for (sim_config *c = g_configs; c != NULL; c = c->next)
+        if ((const void *)c == p) return c;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* CANN API                                                                                     */
+
+EXPORT int aclprofInit(const char *profilerResultPath, size_t length) {
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_INIT);
+    if (rc != 0) goto out;
+    sleep_us(g_latency_us[L_INIT]);
+    if (profilerResultPath == NULL || length == 0 || length > MAX_PATH_BYTES ||
+        strlen(profilerResultPath) != length) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    const char *mode = getenv("PROFILING_MODE");
+    if (mode != NULL && strcmp(mode, "dynamic") == 0) {
+        rc = ACL_ERROR_FEATURE_UNSUPPORTED;
+        goto out;
+    }
+    if (g_initialized) {
+        rc = ACL_ERROR_REPEAT_INITIALIZE;
+        goto out;
+    }
+    char *absolute = NULL;
+    if (profilerResultPath[0] == '/') {
+        absolute = strdup(profilerResultPath);
+    } else {
+        char *cwd = getcwd(NULL, 0);
+        if (cwd != NULL) absolute = str_printf("%s/%s", cwd, profilerResultPath);
+        free(cwd);
+    }
+    rc = ACL_ERROR_INVALID_FILE;
+    if (absolute == NULL) goto out;
+    struct stat st;
+    char *canonical = NULL;
+    if (make_dirs(absolute) == 0 && stat(absolute, &st) == 0 && S_ISDIR(st.st_mode) &&
+        access(absolute, W_OK | X_OK) == 0)
+        canonical = realpath(absolute, NULL);
+    free(absolute);
+    if (canonical == NULL) goto out;
+    free(g_result_path);
+    g_result_path = canonical;
+    g_initialized = 1;
+    rc = ACL_SUCCESS;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+EXPORT int aclprofFinalize(void) {
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_FINALIZE);
+    if (rc != 0) goto out;
+    sleep_us(g_latency_us[L_FINALIZE]);
+    if (!g_initialized) {
+        rc = ACL_ERROR_PROF_NOT_RUN;
+        goto out;
+    }
+    /* Finalize cancels (and flushes) whatever is still running; configs stay live. */
+    stop_everything();
+    g_initialized = 0;
+    free(g_result_path);
+    g_result_path = NULL;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+EXPORT void *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums, int aicoreMetrics,
+                                 const void *aicoreEvents, uint64_t dataTypeConfig) {
+    pthread_mutex_lock(&g_mu);
+    sim_config *cfg = NULL;
+    if (take_fault(F_CREATE) != 0) goto out;
+    if (aicoreEvents != NULL) goto out;
+    if (deviceIdList == NULL && deviceNums > 0) goto out;
+    if (deviceNums > MAX_DEV || deviceNums > (uint32_t)g_device_count) goto out;
+    if (deviceNums == 0 && !(dataTypeConfig & PROF_MSPROFTX)) goto out;
+    if (!((aicoreMetrics >= 0 && aicoreMetrics <= 8) || aicoreMetrics == 0xFF)) goto out;
+    uint64_t seen = 0;
+    for (uint32_t i = 0; i < deviceNums; i++) {
+        uint32_t id = deviceIdList[i];
+        if (id >= (uint32_t)g_device_count || (seen & (1ull << id))) goto out;
+        seen |= 1ull << id;
+    }
+    cfg = calloc(1, sizeof *cfg);
+    if (cfg == NULL) goto out;
+    cfg->ndev = deviceNums;
+    for (uint32_t i = 0; i < deviceNums; i++) cfg->devs[i] = deviceIdList[i];
+    cfg->metric = aicoreMetrics;
+    /* CANN adds the L0 bit whenever L1 task time is asked for. */
+    cfg->data_type = dataTypeConfig | ((dataTypeConfig & PROF_TASK_TIME) ? PROF_TASK_TIME_L0 : 0);
+    cfg->next = g_configs;
+    g_configs = cfg;
+    g_live_configs++;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return cfg;
+}
+
+EXPORT int aclprofDestroyConfig(const void *profilerConfig) {
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_DESTROY);
+    if (rc != 0) goto out;
+    rc = ACL_ERROR_INVALID_PARAM;
+    for (sim_config **pp = &g_configs; *pp != NULL; pp = &(*pp)->next) {
+        if ((const void *)*pp == profilerConfig) {
+            sim_config *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+            g_live_configs--;
+            rc = ACL_SUCCESS;
+            break;
+        }
+    }
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* Compare a config's data types with what is running (devices in its list, and the host). */
+static int config_consistent(const sim_config *cfg) {
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        const device_state *d = &g_dev[cfg->devs[i]];
+        if (d->running && d->data_type != cfg->data_type) return 0;
+    }
+    return g_host.refcount == 0 || g_host.data_type == cfg->data_type;
+}
+
+static int start_collection(const sim_config *cfg) {
+    collection *c = calloc(1, sizeof *c);
+    if (c == NULL) return ACL_ERROR_PROFILING_FAILURE;
+    uint64_t now = realtime_ns();
+    char stamp[32], letters[9];
+    local_stamp(now, stamp, sizeof stamp, 1, 0);
+    for (int i = 0; i < 8; i++) letters[i] = (char)('A' + next_random() % 18u);
+    letters[8] = '\0';
+    g_prof_counter = g_prof_counter >= 999999u ? 1u : g_prof_counter + 1u;
+    c->dir = str_printf("%s/PROF_%06u_%s_%08d%s", g_result_path, g_prof_counter, stamp,
+                        (int)getpid(), letters);
+    if (c->dir == NULL) {
+        free(c);
+        return ACL_ERROR_PROFILING_FAILURE;
+    }
+    c->data_type = cfg->data_type;
+    c->metric = cfg->metric;
+    c->next = g_collections;
+    g_collections = c;
+    c->refs = 1; /* held until the end of this function */
+
+    /* The first active collection owns host/; later overlapping ones get none (CANN 8.5). */
+    if (g_host.refcount == 0) {
+        if (make_host_dir(c, now) != 0) {
+            coll_unref(c);
+            return ACL_ERROR_PROFILING_FAILURE;
+        }
+        g_host.owner = c;
+        g_host.cut = 0;
+        g_host.data_type = cfg->data_type;
+        g_host.n = 0;
+        c->refs++;
+    }
+    g_host.refcount++;
+    if (cfg->ndev == 0) {
+        c->host_only = 1;
+        c->refs++;
+    }
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        uint32_t dev = cfg->devs[i];
+        device_state *d = &g_dev[dev];
+        if (make_device_dir(c, dev, cfg->data_type, cfg->metric, now) != 0) continue;
+        d->running = 1;
+        d->coll = c;
+        d->data_type = cfg->data_type;
+        d->metric = cfg->metric;
+        d->n = 0;
+        if (d->clock_ns < now) d->clock_ns = now;
+        append_control(d, KIND_PROFILING_ENABLE, d->clock_ns);
+        d->clock_ns += CONTROL_DURATION_NS + KERNEL_GAP_NS;
+        c->refs++;
+    }
+    coll_unref(c);
+    return ACL_SUCCESS;
+}
+
+EXPORT int aclprofStart(const void *profilerConfig) {
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_START);
+    if (rc != 0) goto out;
+    sleep_us(g_latency_us[L_START]);
+    if (!g_initialized) {
+        rc = ACL_ERROR_PROF_NOT_RUN;
+        goto out;
+    }
+    const sim_config *cfg = find_config(profilerConfig);
+    if (cfg == NULL) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    /* CANN 9.x: a repeated start is checked for consistency and otherwise ignored. */
+    if (g_cann_major >= 9 && g_repeat_start) {
+        rc = config_consistent(cfg) ? ACL_SUCCESS : ACL_ERROR_INVALID_PROFILING_CONFIG;
+        goto out;
+    }
+    if (g_cmd_mode) {
+        rc = ACL_ERROR_PROF_ALREADY_RUN;
+        goto out;
+    }
+    if (cfg->data_type == 0) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    if (cfg->data_type & ~PROF_SUPPORTED_MASK) {
+        rc = ACL_ERROR_PROF_MODULES_UNSUPPORTED;
+        goto out;
+    }
+    for (uint32_t i = 0; i < cfg->ndev; i++) {
+        if (g_dev[cfg->devs[i]].running) {
+            rc = ACL_ERROR_PROF_ALREADY_RUN;
+            goto out;
+        }
+    }
+    rc = start_collection(cfg);
+    if (rc == ACL_SUCCESS && g_cann_major >= 9) g_repeat_start = 1;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+EXPORT int aclprofStop(const void *profilerConfig) {
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_STOP);
+    if (rc != 0) goto out;
+    sleep_us(g_latency_us[L_STOP]);
+    if (!g_initialized) {
+        rc = ACL_ERROR_PROF_NOT_RUN;
+        goto out;
+    }
+    const sim_config *cfg = find_config(profilerConfig);
+    if (cfg == NULL) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    if (!config_consistent(cfg)) {
+        rc = ACL_ERROR_INVALID_PROFILING_CONFIG;
+        goto out;
+    }
+    if (g_cann_major >= 9) {
+        /* 9.x stops every running device, not just the config's. */
+        stop_everything();
+        rc = ACL_SUCCESS;
+        goto out;
+    }
+    collection *host_only = NULL;
+    int any = 0;
+    for (uint32_t i = 0; i < cfg->ndev; i++) any |= g_dev[cfg->devs[i]].running;
+    if (cfg->ndev == 0) {
+        for (collection *c = g_collections; c != NULL; c = c->next)
+            if (c->host_only) host_only = c; /* list is newest first: keep the oldest */
+        any = host_only != NULL;
+    }
+    if (!any) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    /* CANN stops the host task before looking at its share count: the stream is cut now. */
+    host_release(0);
+    for (uint32_t i = 0; i < cfg->ndev; i++) stop_device(cfg->devs[i]);
+    if (host_only != NULL) {
+        host_only->host_only = 0;
+        coll_unref(host_only);
+    }
+    rc = ACL_SUCCESS;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+EXPORT int aclprofSetConfig(int configType, const char *config, size_t configLength) {
+    (void)configType;
+    pthread_mutex_lock(&g_mu);
+    int rc = take_fault(F_SET_CONFIG);
+    if (rc != 0) goto out;
+    if (!g_initialized)
+        rc = ACL_ERROR_UNINITIALIZE;
+    else if (config == NULL || configLength > MAX_SET_CONFIG_BYTES)
+        rc = ACL_ERROR_INVALID_PARAM;
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Simulator controls                                                                           */
+
+static int valid_text(const char *s, size_t max, int allow_tab) {
+    size_t n = 0;
+    for (; s[n] != '\0'; n++) {
+        unsigned char ch = (unsigned char)s[n];
+        if (n >= max) return 0;
+        if (ch == 0x7f || (ch < 0x20 && !(allow_tab && ch == '\t'))) return 0;
+    }
+    return 1;
+}
+
+static int kind_of(const char *task_type) {
+    for (int k = 0; k < FIRST_CONTROL_KIND; k++)
+        if (strcmp(task_type, KIND_NAMES[k]) == 0) return k;
+    return -1;
+}
+
+/* Like aprofsim_launch, plus optional tensor info (six TAB-separated fields) for op_summary. */
+EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *task_type,
+                              double duration_us, uint32_t block_dim, uint32_t count,
+                              const char *tensor_info) {
+    if (name == NULL || name[0] == '\0' || !valid_text(name, MAX_NAME_BYTES, 0)) return -1;
+    if (task_type == NULL || kind_of(task_type) < 0) return -2;
+    if (!(duration_us > 0.0 && duration_us <= 1e9)) return -3; /* also rejects NaN */
+    if (tensor_info != NULL && !valid_text(tensor_info, MAX_TENSOR_BYTES, 1)) return -5;
+    if (count > (uint32_t)INT_MAX) return -5;
+    int kind = kind_of(task_type);
+    pthread_mutex_lock(&g_mu);
+    int rc = 0;
+    if (device >= (uint32_t)g_device_count) {
+        rc = -4;
+        goto out;
+    }
+    device_state *d = &g_dev[device];
+    if (!d->running || count == 0) goto out;
+    if (d->cap - d->n < count) {
+        /* geometric growth: loops of count=1 launches must stay linear */
+        size_t cap = d->cap * 2 > d->n + count ? d->cap * 2 : d->n + count;
+        task_rec *grown = realloc(d->recs, cap * sizeof *grown);
+        if (grown == NULL) {
+            rc = -6;
+            goto out;
+        }
+        d->recs = grown;
+        d->cap = cap;
+    }
+    uint64_t dur = (uint64_t)(duration_us * 1000.0 + 0.5);
+    if (dur == 0) dur = 1;
+    uint64_t now = realtime_ns();
+    if (d->clock_ns < now) d->clock_ns = now;
+    uint32_t first = d->next_task;
+    task_rec *out = d->recs + d->n;
+    for (uint32_t i = 0; i < count; i++) {
+        out[i].start_ns = d->clock_ns;
+        out[i].dur_ns = dur;
+        out[i].task_id = d->next_task++;
+        out[i].block_dim = block_dim;
+        out[i].stream = KERNEL_STREAM;
+        out[i].kind = (uint8_t)kind;
+        d->clock_ns += dur + KERNEL_GAP_NS;
+    }
+    d->n += count;
+    rc = (int)count;
+    /* The name goes to the host stream of whoever owns it, unless that stream was cut. */
+    if (g_host.owner != NULL && !g_host.cut) {
+        name_rec *last = g_host.n ? &g_host.recs[g_host.n - 1] : NULL;
+        if (last != NULL && last->device == device && last->kind == kind &&
+            last->first_task + last->count == first && strcmp(last->name, name) == 0 &&
+            ((last->tensors == NULL && tensor_info == NULL) ||
+             (last->tensors != NULL && tensor_info != NULL && strcmp(last->tensors, tensor_info) == 0))) {
+            last->count += count; /* back-to-back launches of one kernel share a record */
+            goto out;
+        }
+        if (g_host.n == g_host.cap) {
+            size_t cap = g_host.cap ? g_host.cap * 2 : 256;
+            name_rec *grown = realloc(g_host.recs, cap * sizeof *grown);
+            if (grown == NULL) goto out; /* host data lost, like a full ring buffer */
+            g_host.recs = grown;
+            g_host.cap = cap;
+        }
+        name_rec rec = {device, KERNEL_STREAM, first, count, (uint8_t)kind, strdup(name),
+                        tensor_info ? strdup(tensor_info) : NULL};
+        if (rec.name != NULL) g_host.recs[g_host.n++] = rec;
+    }
+out:
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+EXPORT int aprofsim_launch(uint32_t device, const char *name, const char *task_type, double duration_us,
+                           uint32_t block_dim, uint32_t count) {
+    return aprofsim_launch_ex(device, name, task_type, duration_us, block_dim, count, NULL);
+}
+
+EXPORT int aprofsim_set_cann(int major) {
+    if (major != 8 && major != 9) return -1;
+    pthread_mutex_lock(&g_mu);
+    g_cann_major = major;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+EXPORT int aprofsim_set_latency_us(const char *which, long long us) {
+    if (which == NULL || us < 0) return -1;
+    for (int i = 0; i < L_COUNT; i++) {
+        if (strcmp(which, LATENCY_NAMES[i]) == 0) {
+            pthread_mutex_lock(&g_mu);
+            g_latency_us[i] = us;
+            pthread_mutex_unlock(&g_mu);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+EXPORT int aprofsim_inject(const char *function, int code, int times) {
+    if (function == NULL) return -1;
+    for (int i = 0; i < F_COUNT; i++) {
+        if (strcmp(function, FUNCTION_NAMES[i]) == 0) {
+            pthread_mutex_lock(&g_mu);
+            g_faults[i].code = code;
+            g_faults[i].times = times > 0 ? times : 0;
+            pthread_mutex_unlock(&g_mu);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+EXPORT void aprofsim_clear_faults(void) {
+    pthread_mutex_lock(&g_mu);
+    memset(g_faults, 0, sizeof g_faults);
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT int aprofsim_set_device_count(int n) {
+    if (n < 1 || n > (int)MAX_DEV) return -1;
+    pthread_mutex_lock(&g_mu);
+    g_device_count = n;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+EXPORT void aprofsim_set_cmd_mode(int flag) {
+    pthread_mutex_lock(&g_mu);
+    g_cmd_mode = flag != 0;
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT int aprofsim_running_device_count(void) {
+    pthread_mutex_lock(&g_mu);
+    int n = 0;
+    for (uint32_t i = 0; i < MAX_DEV; i++) n += g_dev[i].running;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+EXPORT int aprofsim_is_running(int device) {
+    if (device < 0 || device >= (int)MAX_DEV) return 0;
+    pthread_mutex_lock(&g_mu);
+    int running = g_dev[device].running;
+    pthread_mutex_unlock(&g_mu);
+    return running;
+}
+
+EXPORT int aprofsim_live_config_count(void) {
+    pthread_mutex_lock(&g_mu);
+    int n = g_live_configs;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+EXPORT int aprofsim_is_initialized(void) {
+    pthread_mutex_lock(&g_mu);
+    int v = g_initialized;
+    pthread_mutex_unlock(&g_mu);
+    return v;
+}
+
+/* Back to a fresh process (except the PROF counter, which CANN never resets). */
+EXPORT void aprofsim_reset(void) {
+    pthread_mutex_lock(&g_mu);
+    if (g_initialized) stop_everything();
+    g_initialized = 0;
+    free(g_result_path);
+    g_result_path = NULL;
+    while (g_configs != NULL) {
+        sim_config *next = g_configs->next;
+        free(g_configs);
+        g_configs = next;
+    }
+    g_live_configs = 0;
+    memset(g_faults, 0, sizeof g_faults);
+    memset(g_latency_us, 0, sizeof g_latency_us);
+    g_cann_major = 8;
+    g_device_count = 8;
+    g_cmd_mode = 0;
+    g_repeat_start = 0;
+    for (uint32_t i = 0; i < MAX_DEV; i++) {
+        free(g_dev[i].recs);
+        memset(&g_dev[i], 0, sizeof g_dev[i]);
+    }
+    pthread_mutex_unlock(&g_mu);
+}
