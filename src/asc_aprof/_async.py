@@ -22,6 +22,7 @@ import dataclasses
 import inspect
 import os
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -100,11 +101,18 @@ async def window_result_async(profiler: ProfilerBase, window: Window, device: in
             await wait_thread_event(event, None, "the shared export")
             continue
         try:
+            profiler._emit("export_started", window)
+            began = time.monotonic()
             files = await run_export_async(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
+            profiler._emit("export_finished", window, time.monotonic() - began)
+            began = time.monotonic()
             result: dict[int | None, list[ProfilingTask]] = {}
+            rows = 0
             async for batch in aiter_file_tasks(files):
+                rows += len(batch)
                 for task in batch:
                     result.setdefault(task.device, []).append(task)
+            profiler._emit("parse_finished", window, time.monotonic() - began, rows)
         except AprofError as exc:
             window.publish_result(None, exc)
         except BaseException:
@@ -262,6 +270,7 @@ class AsyncProfiler(ProfilerBase):
         done = False
         try:
             await _wait_stopped(window, self.call_timeout)
+            self._emit("collection_stopped", window)
             result = await window_result_async(self, window, participant.device)
             done = True
         finally:

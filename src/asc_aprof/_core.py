@@ -31,6 +31,7 @@ from ._errors import UsageError
 from ._export import DEFAULT_EXPORT_TIMEOUT, check_msprof_path
 from ._layout import list_runs, resolve_run, run_start_key
 from ._paths import default_result_root
+from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from ._records import ProfilingResult, ProfilingTask
 from ._toolkit import Toolkit, discover_toolkit
 
@@ -110,6 +111,7 @@ class ProfilerBase:
         toolkit: Toolkit | None = None,
         export_timeout: float | None = DEFAULT_EXPORT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
+        progress: ProgressCallback | None = None,
     ) -> None:
         if result_path is None:
             self._result_path: Path | None = None
@@ -121,6 +123,7 @@ class ProfilerBase:
         self._toolkit = toolkit
         self.export_timeout = export_timeout
         self.call_timeout = call_timeout
+        self.progress = progress
         #: the result of the last completed profile() / store_result() of this profiler
         self.last_result: ProfilingResult | None = None
         self._created: list[tuple[Path, Window | None]] = []
@@ -166,9 +169,15 @@ class ProfilerBase:
         if window.run_dir is not None and not any(w is window for _, w in self._created):
             self._created.append((window.run_dir, window))
         self._last_window = window
+        self._emit("collection_started", window)
         if run is not None:
             run.run_dir = window.run_dir
             run.run_id = window.run_dir.name if window.run_dir is not None else None
+
+    def _emit(self, kind: EventKind, window: Window, seconds: float = 0.0, rows: int = 0) -> None:
+        if self.progress is not None:
+            run_id = window.run_dir.name if window.run_dir is not None else None
+            emit(self.progress, ProgressEvent(kind, run_id, tuple(window.devices), seconds, rows))
 
     def _stopped_run_dir(self, window: Window) -> Path:
         if window.run_dir is None:

@@ -211,7 +211,11 @@ class TaskParser:
                 if q < 0:
                     nfields = len(parts) if len(parts) <= k else line.count(",") + 1
                 else:
-                    nfields = self._count_fields(line)
+                    # Commas outside quotes: every '"' toggles; an escaped '""' toggles twice.
+                    segments = line.split('"')
+                    if not len(segments) & 1:
+                        raise _RowError("unbalanced quotes (truncated or corrupt row)")
+                    nfields = line.count(",") - "".join(segments[1::2]).count(",") + 1
                     if len(parts) <= k or q < len(line) - len(parts[k]):
                         parts = next(csv.reader([line]))
                 if nfields != ncols:
@@ -253,14 +257,6 @@ class TaskParser:
         self.data_rows += rows
         self._line = first + len(lines) - 1
         return out
-
-    @staticmethod
-    def _count_fields(line: str) -> int:
-        segments = line.split('"')
-        if len(segments) % 2 == 0:
-            raise _RowError("unbalanced quotes (truncated or corrupt row)")
-        inside = "".join(segments[1::2]).count(",")
-        return line.count(",") - inside + 1
 
 
 class _RowError(Exception):

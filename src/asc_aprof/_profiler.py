@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,8 +51,14 @@ def window_result_sync(profiler: ProfilerBase, window: Window, device: int) -> P
             event.wait()
             continue
         try:
+            profiler._emit("export_started", window)
+            began = time.monotonic()
             files = run_export(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
+            profiler._emit("export_finished", window, time.monotonic() - began)
+            began = time.monotonic()
             result = split_by_device(iter_file_tasks(files))
+            rows = sum(len(v) for v in result.values())
+            profiler._emit("parse_finished", window, time.monotonic() - began, rows)
         except AprofError as exc:
             window.publish_result(None, exc)
         except BaseException:
@@ -176,6 +183,7 @@ class Profiler(ProfilerBase):
             exit_profile_body(token)
         get_collector().leave(participant, consume=True)
         wait_stopped(window, self.call_timeout)
+        self._emit("collection_stopped", window)
         try:
             result = window_result_sync(self, window, participant.device)
         finally:

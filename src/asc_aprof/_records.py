@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from collections.abc import Iterable
-from typing import Final, NamedTuple
+from collections.abc import Iterable, Mapping
+from typing import Any, Final, NamedTuple
 
 #: Task types that run on AI Core / AI Vector units; only these count for medians.
 AICORE_TASK_TYPES: Final = frozenset(
@@ -43,6 +43,10 @@ class ProfilingTask(NamedTuple):
     device: int | None = None
 
 
+RESULT_FORMAT: Final = "asc-aprof.result"
+RESULT_VERSION: Final = 1
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ProfilingResult:
     """The tasks parsed from one exported run.
@@ -55,6 +59,50 @@ class ProfilingResult:
     tasks: tuple[ProfilingTask, ...]
     run_id: str
     stored_at: _dt.datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """This result in the versioned JSON format (``RESULT_FORMAT``, ``version`` 1).
+
+        ``{"format": "asc-aprof.result", "version": 1, "run_id": str, "stored_at": ISO-8601 UTC,
+        "tasks": [{"id": int|null, "name": str, "type": str, "duration_us": float,
+        "device": int|null}, ...]}``
+        """
+        return {
+            "format": RESULT_FORMAT,
+            "version": RESULT_VERSION,
+            "run_id": self.run_id,
+            "stored_at": self.stored_at.isoformat(),
+            "tasks": [
+                {"id": t.id, "name": t.name, "type": t.type, "duration_us": t.duration, "device": t.device}
+                for t in self.tasks
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ProfilingResult:
+        """Rebuild a result written by :meth:`to_dict`.
+
+        :raises ValueError: for another format or a newer version
+        """
+        if data.get("format") != RESULT_FORMAT:
+            raise ValueError(f"not an asc-aprof result (format={data.get('format')!r})")
+        if not isinstance(data.get("version"), int) or data["version"] > RESULT_VERSION:
+            raise ValueError(f"unsupported result version {data.get('version')!r} (this reads <= {RESULT_VERSION})")
+        try:
+            tasks = tuple(
+                ProfilingTask(
+                    None if t["id"] is None else int(t["id"]),
+                    str(t["name"]),
+                    str(t["type"]),
+                    float(t["duration_us"]),
+                    None if t.get("device") is None else int(t["device"]),
+                )
+                for t in data["tasks"]
+            )
+            stored_at = _dt.datetime.fromisoformat(data["stored_at"])
+            return cls(tasks, str(data["run_id"]), stored_at)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed asc-aprof result: {exc!r}") from exc
 
 
 def task_time_median(

@@ -1,0 +1,425 @@
+"""The ``asc-aprof`` command line: demo, summary, export, compare.
+
+rich (the ``cli`` extra) draws tables and progress bars when installed; without it the output is
+plain text. Neither this module nor rich is imported by ``import asc_aprof``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import anyio
+
+from ._errors import AprofError, UsageError
+from ._export import run_export_async
+from ._layout import RUN_PATTERN, find_summary_csvs, list_runs
+from ._reader import iter_file_tasks
+from ._records import ProfilingResult
+from ._stats import KernelChange, KernelStats, compare_tasks, kernel_stats
+from ._toolkit import Toolkit, discover_toolkit
+
+REPORT_FORMAT: Final = "asc-aprof.report"
+REPORT_VERSION: Final = 1
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr."""
+
+
+# -- output helpers -----------------------------------------------------------------------------------
+def _rich_console() -> Any:
+    try:
+        from rich.console import Console
+    except ImportError:
+        return None
+    return Console()
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    console = _rich_console()
+    if console is not None and sys.stdout.isatty():
+        from rich.table import Table
+
+        table = Table(title=title)
+        for i, col in enumerate(columns):
+            table.add_column(col, justify="left" if i < 3 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+        return
+    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    print(title)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in rows:
+        print("  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
+
+
+class Progress:
+    """A progress line (rich bar on a terminal, plain lines otherwise) on stderr."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self._bar: Any = None
+        if sys.stderr.isatty():
+            try:
+                from rich.progress import Progress as RichProgress
+            except ImportError:
+                return
+            self._bar = RichProgress(transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(label, total=total)
+
+    def advance(self, note: str = "") -> None:
+        self.done += 1
+        if self._bar is not None:
+            self._bar.update(self._task, advance=1, description=f"{self.label} {note}".strip())
+        else:
+            print(f"[{self.done}/{self.total}] {self.label} {note}".rstrip(), file=sys.stderr)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def fmt(value: float) -> str:
+    return f"{value:.3f}"
+
+
+# -- loading runs ---------------------------------------------------------------------------------------
+def runs_of(path: Path) -> list[Path]:
+    """A ``PROF_*`` run itself, or every run in a result directory."""
+    if not path.exists():
+        raise CliError(f"{path}: no such file or directory")
+    if RUN_PATTERN.match(path.name) and path.is_dir():
+        return [path]
+    if path.is_dir():
+        runs = list_runs(path)
+        if not runs:
+            raise CliError(f"{path}: no PROF_* run in this directory (give a result directory or a PROF_* run)")
+        return runs
+    raise CliError(f"{path}: not a result directory, a PROF_* run or an asc-aprof JSON report")
+
+
+def _toolkit_for(args: argparse.Namespace) -> Toolkit:
+    if getattr(args, "simulate", False):
+        from . import sim
+
+        return sim.toolkit()
+    return discover_toolkit()
+
+
+def load_results(path: Path, args: argparse.Namespace, *, export: bool = True) -> list[ProfilingResult]:
+    """Results from a JSON report/result file, a result directory or a PROF_* run."""
+    if path.is_file() and path.suffix == ".json":
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{path}: cannot read JSON: {exc}") from exc
+        try:
+            if data.get("format") == REPORT_FORMAT:
+                return [ProfilingResult.from_dict(r) for r in data["runs"]]
+            return [ProfilingResult.from_dict(data)]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CliError(f"{path}: {exc}") from exc
+    results = []
+    for run in runs_of(path):
+        files = find_summary_csvs(run)
+        if not files:
+            if not export:
+                raise CliError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
+            from ._export import run_export
+
+            files = run_export(_toolkit_for(args), run, timeout=args.timeout)
+        tasks = [t for batch in iter_file_tasks(files) for t in batch]
+        from ._core import make_result
+
+        results.append(make_result(tasks, run.name))
+    return results
+
+
+def report(results: Sequence[ProfilingResult], stats: Sequence[KernelStats]) -> dict[str, Any]:
+    return {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "runs": [r.to_dict() for r in results],
+        "kernels": [s.to_dict() for s in stats],
+    }
+
+
+def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:
+    grand = math.fsum(s.total_us for s in stats) or 1.0
+    return [
+        [
+            "-" if s.device is None else str(s.device),
+            s.name,
+            s.type,
+            str(s.count),
+            fmt(s.median_us),
+            fmt(s.p10_us),
+            fmt(s.p90_us),
+            fmt(s.min_us),
+            fmt(s.max_us),
+            fmt(s.mean_us),
+            f"{100.0 * s.total_us / grand:.1f}%",
+        ]
+        for s in stats
+    ]
+
+
+STATS_COLUMNS: Final = ("device", "kernel", "type", "count", "median", "p10", "p90", "min", "max", "mean", "share")
+
+
+# -- commands -------------------------------------------------------------------------------------------
+def cmd_summary(args: argparse.Namespace) -> int:
+    results: list[ProfilingResult] = []
+    for path in args.paths:
+        results.extend(load_results(Path(path), args))
+    tasks = [t for r in results for t in r.tasks]
+    stats = kernel_stats(tasks, device=args.device, name=args.name, skip=args.skip)
+    if args.json:
+        json.dump(report(results, stats), sys.stdout)
+        print()
+        return 0
+    if not stats:
+        raise CliError("no task matched (check --device / --name / --skip)")
+    runs = ", ".join(r.run_id for r in results)
+    print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    runs = [run for path in args.paths for run in runs_of(Path(path))]
+    toolkit = _toolkit_for(args)
+    failures: list[tuple[Path, str]] = []
+    progress = Progress("export", len(runs))
+
+    async def export_all() -> None:
+        limiter = anyio.CapacityLimiter(args.jobs)
+
+        async def one(run: Path) -> None:
+            async with limiter:
+                began = time.monotonic()
+                try:
+                    await run_export_async(toolkit, run, timeout=args.timeout)
+                    if args.timeline:
+                        await run_export_async(toolkit, run, what="timeline", timeout=args.timeout)
+                except AprofError as exc:
+                    failures.append((run, str(exc).splitlines()[0]))
+                    progress.advance(f"{run.name} FAILED")
+                else:
+                    progress.advance(f"{run.name} ok in {time.monotonic() - began:.1f} s")
+
+        async with anyio.create_task_group() as tg:
+            for run in runs:
+                tg.start_soon(one, run)
+
+    try:
+        anyio.run(export_all)
+    finally:
+        progress.close()
+    for run, why in failures:
+        print(f"asc-aprof: export failed: {run}: {why}", file=sys.stderr)
+    print(f"exported {len(runs) - len(failures)} of {len(runs)} run(s)")
+    return 1 if failures else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    base = [t for r in load_results(Path(args.base), args) for t in r.tasks]
+    new = [t for r in load_results(Path(args.new), args) for t in r.tasks]
+    changes = compare_tasks(base, new, skip=args.skip)
+    if not changes:
+        raise CliError("no kernel appears in both BASE and NEW")
+    regressions = [c for c in changes if c.significant and c.change_pct > args.threshold]
+    if args.json:
+        json.dump(
+            {
+                "format": "asc-aprof.compare",
+                "version": 1,
+                "threshold_pct": args.threshold,
+                "kernels": [c.to_dict() for c in changes],
+                "regressions": [c.name for c in regressions],
+            },
+            sys.stdout,
+        )
+        print()
+    else:
+        rows = [_change_row(c, c in regressions) for c in changes]
+        print_table(
+            "Median change NEW vs BASE (µs, 95% bootstrap interval)",
+            ("device", "kernel", "verdict", "base", "new", "change", "interval"),
+            rows,
+        )
+    if args.fail_on_regression and regressions:
+        names = ", ".join(c.name for c in regressions)
+        print(
+            f"asc-aprof: {len(regressions)} kernel(s) significantly slower by more than {args.threshold:g}%: {names}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _change_row(c: KernelChange, regression: bool) -> list[str]:
+    verdict = "REGRESSION" if regression else ("significant" if c.significant else "same")
+    return [
+        "-" if c.device is None else str(c.device),
+        c.name,
+        verdict,
+        fmt(c.base_median_us),
+        fmt(c.new_median_us),
+        f"{c.change_pct:+.2f}%",
+        f"[{c.ci_low_pct:+.2f}%, {c.ci_high_pct:+.2f}%]",
+    ]
+
+
+DEMO_KERNELS: Final = (("matmul_custom", "MIX_AIC", 42.0), ("add_custom", "AI_VECTOR_CORE", 8.5), ("softmax_custom", "AI_CORE", 15.0))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from . import sim
+    from ._async import AsyncProfiler
+
+    toolkit = sim.toolkit()
+    devices = list(range(args.devices))
+    progress = Progress("profiling", args.cases)
+    results: list[ProfilingResult] = []
+
+    def launch(case: int, device: int) -> None:
+        for name, ttype, base in DEMO_KERNELS:
+            # each case scales the kernels a little, like a tile-size sweep would
+            sim.launch(name, device=device, task_type=ttype, duration_us=base * (1 + 0.05 * case), count=args.repeats)
+
+    async def main() -> None:
+        profiler = AsyncProfiler(toolkit=toolkit)
+        async with profiler.sweep(range(args.cases), launch, devices=devices) as items:
+            async for item in items:
+                if item.error is not None:
+                    raise item.error
+                assert item.result is not None
+                results.append(item.result)
+                progress.advance(f"case {item.case} on device {item.device}")
+
+    began = time.monotonic()
+    try:
+        anyio.run(main)
+    finally:
+        progress.close()
+    elapsed = time.monotonic() - began
+    tasks = [t for r in results for t in r.tasks]
+    stats = kernel_stats(tasks)
+    print_table(
+        f"{args.cases} case(s) on {args.devices} simulated device(s), {len(tasks)} tasks in {elapsed:.2f} s (µs)",
+        STATS_COLUMNS,
+        stats_rows(stats),
+    )
+    return 0
+
+
+# -- parser ------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="asc-aprof",
+        description="Profile Ascend NPU kernels: summaries, exports and comparisons of msprof runs.",
+        epilog="example: asc-aprof demo --devices 4 --cases 8",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", required=True)
+    fmt_cls = argparse.RawDescriptionHelpFormatter
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--simulate", action="store_true", help="use the simulated CANN toolkit")
+        p.add_argument("--timeout", type=float, default=1800.0, help="export timeout in seconds (default 1800)")
+        p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+
+    demo = sub.add_parser(
+        "demo",
+        help="a multi-device sweep on the simulated toolkit",
+        formatter_class=fmt_cls,
+        epilog="example:\n  asc-aprof demo --devices 4 --cases 8",
+    )
+    demo.add_argument("--devices", type=int, default=4, help="simulated devices (default 4)")
+    demo.add_argument("--cases", type=int, default=8, help="cases to sweep (default 8)")
+    demo.add_argument("--repeats", type=int, default=20, help="launches of each kernel per case (default 20)")
+    demo.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    demo.set_defaults(func=cmd_demo)
+
+    summary = sub.add_parser(
+        "summary",
+        help="per-kernel table of one or more runs",
+        formatter_class=fmt_cls,
+        epilog="examples:\n  asc-aprof summary ./prof_out\n  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json",
+    )
+    summary.add_argument("paths", nargs="+", metavar="PATH", help="result directory, PROF_* run, or JSON report")
+    summary.add_argument("--device", type=int, help="only this device")
+    summary.add_argument("--name", help="only this kernel")
+    summary.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel (warm-up)")
+    summary.add_argument("--json", action="store_true", help="print a JSON report instead of a table")
+    common(summary)
+    summary.set_defaults(func=cmd_summary)
+
+    export = sub.add_parser(
+        "export",
+        help="run msprof.py export on runs, concurrently",
+        formatter_class=fmt_cls,
+        epilog="example:\n  asc-aprof export ./prof_out --jobs 4",
+    )
+    export.add_argument("paths", nargs="+", metavar="PATH", help="result directory or PROF_* run")
+    export.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="concurrent exports (default: CPUs)")
+    export.add_argument("--timeline", action="store_true", help="also export the timeline (doubles the time)")
+    common(export)
+    export.set_defaults(func=cmd_export)
+
+    compare = sub.add_parser(
+        "compare",
+        help="median change per kernel between two runs, with a bootstrap interval",
+        formatter_class=fmt_cls,
+        epilog="example:\n  asc-aprof compare base.json new.json --threshold 5 --fail-on-regression",
+    )
+    compare.add_argument("base", metavar="BASE", help="JSON report, result directory or PROF_* run")
+    compare.add_argument("new", metavar="NEW", help="JSON report, result directory or PROF_* run")
+    compare.add_argument("--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)")
+    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a significant regression")
+    compare.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel")
+    compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    common(compare)
+    compare.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``asc-aprof`` console script."""
+    args = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except (CliError, AprofError, OSError) as exc:
+        if args.debug:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = ""
+        if isinstance(exc, UsageError | CliError):
+            hint = ""
+        elif not isinstance(exc, AprofError):
+            hint = " (use --debug for a traceback)"
+        print(f"asc-aprof: error: {first}{hint}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("asc-aprof: interrupted", file=sys.stderr)
+        return 130
+
+
+
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())
