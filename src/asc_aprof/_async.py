@@ -46,19 +46,14 @@ from ._records import ProfilingResult, ProfilingTask
 
 CaseT = TypeVar("CaseT")
 
-#: Waiting for collector events parks a worker thread; give waiters their own generous limiter
-#: so they never starve the default one (file reads, user code).
-_WAIT_LIMITER: Final = anyio.CapacityLimiter(1024)
-
-
 async def wait_thread_event(event: threading.Event, timeout: float | None, what: str) -> None:
     """Await a ``threading.Event`` without blocking the loop (abandoned on cancellation)."""
     if event.is_set():
         await anyio.lowlevel.checkpoint()
         return
-    done = await anyio.to_thread.run_sync(
-        event.wait, timeout, abandon_on_cancel=True, limiter=_WAIT_LIMITER
-    )
+    # A parked worker thread per waiter (default limiter): waits end as the collector progresses,
+    # which needs no worker thread, so waiters cannot deadlock each other.
+    done = await anyio.to_thread.run_sync(event.wait, timeout, abandon_on_cancel=True)
     if not done:
         raise CollectionTimeout(
             f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
@@ -108,10 +103,11 @@ async def window_result_async(profiler: ProfilerBase, window: Window, device: in
             began = time.monotonic()
             result: dict[int | None, list[ProfilingTask]] = {}
             rows = 0
-            async for batch in aiter_file_tasks(files):
-                rows += len(batch)
-                for task in batch:
-                    result.setdefault(task.device, []).append(task)
+            async with contextlib.aclosing(aiter_file_tasks(files)) as batches:
+                async for batch in batches:
+                    rows += len(batch)
+                    for task in batch:
+                        result.setdefault(task.device, []).append(task)
             profiler._emit("parse_finished", window, time.monotonic() - began, rows)
         except AprofError as exc:
             window.publish_result(None, exc)
@@ -207,8 +203,9 @@ class AsyncProfiler(ProfilerBase):
 
     async def _store(self, run_dir: Path) -> ProfilingResult:
         tasks: list[ProfilingTask] = []
-        async for batch in aiter_file_tasks(summary_csvs_or_error(run_dir)):
-            tasks.extend(batch)
+        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+            async for batch in batches:
+                tasks.extend(batch)
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result
 
@@ -220,9 +217,10 @@ class AsyncProfiler(ProfilerBase):
         closed; nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
-        async for batch in aiter_file_tasks(summary_csvs_or_error(run_dir)):
-            for task in batch:
-                yield task
+        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+            async for batch in batches:
+                for task in batch:
+                    yield task
 
     async def cleanup(self) -> list[Path]:
         """Delete runs this profiler created in the temporary root (never in a path you gave).
