@@ -13,7 +13,7 @@ from asc_aprof import AicoreMetrics, ProfileType, ProfilingResult, ProfilingTask
 
 def test_public_api_is_exactly_all() -> None:
     assert isinstance(asc_aprof.__all__, tuple)
-    public = {n for n in dir(asc_aprof) if not n.startswith("_")} - {"sim", "cli", "pytest_plugin", "annotations"}
+    public = {n for n in dir(asc_aprof) if n.isidentifier() and not n.startswith("_")} - {"sim", "cli", "pytest_plugin", "annotations"}
     assert public == set(asc_aprof.__all__) - {"__version__"}
     for name in asc_aprof.__all__:
         assert hasattr(asc_aprof, name)

@@ -23,7 +23,7 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
@@ -85,8 +85,16 @@ async def _wait_stopped(window: Window, timeout: float | None) -> None:
         raise window.stop_error
 
 
-async def window_result_async(profiler: ProfilerBase, window: Window, device: int) -> ProfilingResult:
-    """Export and parse the window once (whoever asks first), then take this device's tasks."""
+async def window_result_async(
+    profiler: ProfilerBase,
+    window: Window,
+    device: int,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> ProfilingResult:
+    """Export and parse the window once (whoever asks first), then take this device's tasks.
+
+    *limiter* bounds concurrent exports; callers waiting for another's export hold no token.
+    """
     run_dir = profiler._stopped_run_dir(window)
     while True:
         claim, event = window.claim_result()
@@ -96,9 +104,10 @@ async def window_result_async(profiler: ProfilerBase, window: Window, device: in
             await wait_thread_event(event, None, "the shared export")
             continue
         try:
-            profiler._emit("export_started", window)
-            began = time.monotonic()
-            files = await run_export_async(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
+            async with limiter if limiter is not None else contextlib.nullcontext():
+                profiler._emit("export_started", window)
+                began = time.monotonic()
+                files = await run_export_async(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
             profiler._emit("export_finished", window, time.monotonic() - began)
             began = time.monotonic()
             result: dict[int | None, list[ProfilingTask]] = {}
@@ -262,20 +271,41 @@ class AsyncProfiler(ProfilerBase):
         get_collector().leave(participant, consume=True)
         await self._finish(participant, run, cleanup)
 
-    async def _finish(self, participant: Participant, run: ProfileRun, cleanup: bool) -> ProfilingResult:
+    async def _finish(
+        self,
+        participant: Participant,
+        run: ProfileRun,
+        cleanup: bool,
+        limiter: anyio.CapacityLimiter | None = None,
+    ) -> ProfilingResult:
         """Wait for the stop, then export/parse once; the caller has already left with consume=True."""
         window = participant.window
         done = False
         try:
             await _wait_stopped(window, self.call_timeout)
             self._emit("collection_stopped", window)
-            result = await window_result_async(self, window, participant.device)
+            result = await window_result_async(self, window, participant.device, limiter)
             done = True
         finally:
             window.consumed(cleanup and done and window.result_error is None)
         run.run_dir, run.run_id, run.result = window.run_dir, result.run_id, result
         self.last_result = result
         return result
+
+    def _cases_for(
+        self,
+        device: int,
+        first: tuple[CaseT, Participant] | None,
+        pending: Iterator[CaseT],
+        metrics: AicoreMetrics | int,
+        profile_types: ProfileType | int | None,
+    ) -> Iterator[tuple[CaseT, Participant]]:
+        """The worker's cases, each with its place in a window (joined just before it runs)."""
+        if first is None:
+            return
+        yield first
+        for case in pending:
+            yield case, self._join(device, metrics, profile_types)
 
     @contextlib.asynccontextmanager
     async def sweep(
@@ -326,17 +356,28 @@ class AsyncProfiler(ProfilerBase):
             async with out:
                 handle = ProfileRun(device)
                 try:
-                    async with limiter:
-                        result = await self._finish(participant, handle, cleanup)
+                    result = await self._finish(participant, handle, cleanup, limiter)
                 except Exception as exc:
                     await out.send(SweepItem(case, device, None, exc))
                 else:
                     await out.send(SweepItem(case, device, result))
 
-        async def worker(device: int, tg: anyio.abc.TaskGroup, out: MemoryObjectSendStream[SweepItem[CaseT]]) -> None:
+        # The first round joins one window atomically, so it covers every device from the start.
+        first_cases = [case for case, _ in zip(pending, device_list)]
+        first_round = get_collector().join_many(
+            self._key(metrics, profile_types),
+            device_list[: len(first_cases)],
+            library_owned=self.owns_result_path,
+        )
+
+        async def worker(
+            device: int,
+            first: tuple[CaseT, Participant] | None,
+            tg: anyio.abc.TaskGroup,
+            out: MemoryObjectSendStream[SweepItem[CaseT]],
+        ) -> None:
             async with out:
-                for case in pending:
-                    participant = self._join(device, metrics, profile_types)
+                for case, participant in self._cases_for(device, first, pending, metrics, profile_types):
                     try:
                         await _wait_started(participant, self.call_timeout)
                     except Exception as exc:
@@ -359,8 +400,9 @@ class AsyncProfiler(ProfilerBase):
 
         async with anyio.create_task_group() as tg:
             async with send:
-                for device in device_list:
-                    tg.start_soon(worker, device, tg, send.clone())
+                for index, device in enumerate(device_list):
+                    first = (first_cases[index], first_round[index]) if index < len(first_cases) else None
+                    tg.start_soon(worker, device, first, tg, send.clone())
             try:
                 yield receive
             finally:

@@ -209,6 +209,26 @@ class Collector:
             self._kick_locked()
         return participant
 
+    def join_many(self, key: WindowKey, devices: list[int], *, library_owned: bool) -> list[Participant]:
+        """Places for several distinct devices in one window, taken atomically."""
+        if len(set(devices)) != len(devices):
+            raise UsageError(f"duplicate devices: {devices}")
+        with self._lock:
+            for window in self._queue:
+                if (
+                    window.state is WindowState.GATHERING
+                    and window.key == key
+                    and not set(devices) & set(window.devices)
+                ):
+                    break
+            else:
+                window = Window(key, self, library_owned=library_owned)
+                self._queue.append(window)
+            window.devices.extend(devices)
+            participants = [Participant(window, device) for device in devices]
+            self._kick_locked()
+        return participants
+
     def leave(self, participant: Participant, *, consume: bool = False) -> bool:
         """End *participant*'s body; True when this was the last body (the stop is submitted).
 
