@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+import itertools
 import os
 import threading
 import time
@@ -363,7 +364,7 @@ class AsyncProfiler(ProfilerBase):
                     await out.send(SweepItem(case, device, result))
 
         # The first round joins one window atomically, so it covers every device from the start.
-        first_cases = [case for case, _ in zip(pending, device_list)]
+        first_cases = list(itertools.islice(pending, len(device_list)))
         first_round = get_collector().join_many(
             self._key(metrics, profile_types),
             device_list[: len(first_cases)],
