@@ -19,7 +19,9 @@ OLD_OP_SUMMARY_HEADER = (
     "Model ID,Task ID,Stream ID,Op Name,OP Type,Task Type,Task Start Time,Task Duration(us),"
     "Task Wait Time(us),Block Dim"
 )
-TASK_TIME_HEADER = "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
+TASK_TIME_HEADER = (
+    "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
+)
 KERNELS = (("matmul_custom", "MIX_AIC"), ("add_custom", "AI_VECTOR_CORE"), ("softmax_custom", "AI_CORE"))
 
 
@@ -35,8 +37,8 @@ def new_op_summary(rows: int, devices: int = 1, seed: int = 1) -> bytes:
         us, frac = divmod(start_ns // 1000, 1), start_ns % 1000
         out.append(
             f"{i % devices},4294967295,{i % 65536},2,{name},{name},dynamic,{ttype},{us[0]}.{frac:03d}\t,"
-            f"{dur:.3f},0,8,0,NO,\"\"\"8,2048;8,2048;8,2048;1\"\"\",FLOAT16;FLOAT16;FLOAT16;FLOAT16,"
-            f"ND;ND;ND;ND,\"\"\"8,2048\"\"\",FLOAT16,ND,N/A,{pmu}"
+            f'{dur:.3f},0,8,0,NO,"""8,2048;8,2048;8,2048;1""",FLOAT16;FLOAT16;FLOAT16;FLOAT16,'
+            f'ND;ND;ND;ND,"""8,2048""",FLOAT16,ND,N/A,{pmu}'
         )
     return ("\n".join(out) + "\n").encode()
 
@@ -46,7 +48,9 @@ def old_op_summary(rows: int, seed: int = 1) -> bytes:
     out = [OLD_OP_SUMMARY_HEADER]
     for i in range(rows):
         name, ttype = KERNELS[i % 3]
-        out.append(f"4294967295,{i % 65536},47,{name},{name},{ttype},1043640017380.831,{rng.uniform(5, 90):.2f},0,8")
+        out.append(
+            f"4294967295,{i % 65536},47,{name},{name},{ttype},1043640017380.831,{rng.uniform(5, 90):.2f},0,8"
+        )
     return ("\n".join(out) + "\n").encode()
 
 

@@ -35,7 +35,9 @@ async def test_spec_example_async(toolkit: Toolkit) -> None:
 
 
 @pytest.mark.parametrize("cann", ["8.5", "9.x"])
-async def test_four_looping_tasks_get_exactly_their_own_tasks(toolkit: Toolkit, simctl: SimControl, cann: str) -> None:
+async def test_four_looping_tasks_get_exactly_their_own_tasks(
+    toolkit: Toolkit, simctl: SimControl, cann: str
+) -> None:
     simctl.set_cann(cann)
     simctl.set_latency(start=0.01, stop=0.02)
     profiler = AsyncProfiler(toolkit=toolkit)
@@ -67,7 +69,9 @@ async def test_four_looping_tasks_get_exactly_their_own_tasks(toolkit: Toolkit, 
         assert len(set(run_ids[device])) == 4  # a device never shares a window with itself
 
 
-async def test_window_batches_many_devices_into_one_collection(toolkit: Toolkit, simctl: SimControl, tmp_path: Path) -> None:
+async def test_window_batches_many_devices_into_one_collection(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path
+) -> None:
     simctl.set_latency(init=0.2)  # callers arriving during init join the same window
     profiler = AsyncProfiler(tmp_path, toolkit=toolkit)
     runs = {}
@@ -84,7 +88,9 @@ async def test_window_batches_many_devices_into_one_collection(toolkit: Toolkit,
     assert get_collector().windows_started - started == 1
     assert len({r.run_id for r in runs.values()}) == 1
     run_dir = tmp_path / str(runs[0].run_id)
-    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("device_")) == [f"device_{d}" for d in range(6)]
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("device_")) == [
+        f"device_{d}" for d in range(6)
+    ]
     for device, run in runs.items():
         assert run.result is not None and [t.device for t in run.result.tasks] == [device, device]
 
@@ -122,7 +128,9 @@ async def test_same_device_never_shares_a_window(toolkit: Toolkit, simctl: SimCo
     assert sorted(r.result.tasks[0].name for r in runs) == ["k0", "k1", "k2"]  # type: ignore[union-attr]
 
 
-async def test_iter_tasks_streams_with_a_slow_consumer(toolkit: Toolkit, simctl: SimControl, tmp_path: Path) -> None:
+async def test_iter_tasks_streams_with_a_slow_consumer(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path
+) -> None:
     profiler = AsyncProfiler(tmp_path, toolkit=toolkit)
     async with profiler.profile(cleanup=False) as run:
         sim.launch("k", count=20000, duration_us=2.0)
@@ -279,11 +287,14 @@ async def test_one_cancelled_caller_does_not_disturb_the_window(toolkit: Toolkit
             tg.start_soon(good, device)
         tg.start_soon(doomed)
     for device in range(3):
-        assert [t.name for t in results[device].result.tasks] == ["good", "good"]
+        result = results[device].result
+        assert result is not None and [t.name for t in result.tasks] == ["good", "good"]
     assert live_processes_with(HANG_MARKER) == []
 
 
-async def test_body_exception_in_shared_window_propagates_unchanged(toolkit: Toolkit, simctl: SimControl) -> None:
+async def test_body_exception_in_shared_window_propagates_unchanged(
+    toolkit: Toolkit, simctl: SimControl
+) -> None:
     simctl.set_latency(init=0.1)
     profiler = AsyncProfiler(toolkit=toolkit)
     outcome: dict[str, object] = {}

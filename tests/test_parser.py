@@ -41,14 +41,17 @@ def both(data: bytes, **kw: object) -> list[ProfilingTask]:
 
 
 def test_new_layout_with_quirks() -> None:
-    text = "\n".join(
-        [
-            NEW_HEADER,
-            new_row("0", "1", "add_custom", "AI_CORE", "82.11"),
-            new_row("1", "2", "add_custom", "AI_VECTOR_CORE", "80.5"),
-            new_row("host", "N/A", "hcom", "COMMUNICATION", "3.5"),
-        ]
-    ) + "\n"
+    text = (
+        "\n".join(
+            [
+                NEW_HEADER,
+                new_row("0", "1", "add_custom", "AI_CORE", "82.11"),
+                new_row("1", "2", "add_custom", "AI_VECTOR_CORE", "80.5"),
+                new_row("host", "N/A", "hcom", "COMMUNICATION", "3.5"),
+            ]
+        )
+        + "\n"
+    )
     tasks = both(text.encode())
     assert tasks == [
         ProfilingTask(1, "add_custom", "AI_CORE", 82.11, 0),
@@ -58,7 +61,14 @@ def test_new_layout_with_quirks() -> None:
 
 
 def test_crlf_bom_and_no_final_newline() -> None:
-    text = "\ufeff" + NEW_HEADER + "\r\n" + new_row("3", "7", "k", "MIX_AIC", "1.5") + "\r\n" + new_row("3", "8", "k", "MIX_AIC", "2")
+    text = (
+        "\ufeff"
+        + NEW_HEADER
+        + "\r\n"
+        + new_row("3", "7", "k", "MIX_AIC", "1.5")
+        + "\r\n"
+        + new_row("3", "8", "k", "MIX_AIC", "2")
+    )
     tasks = both(text.encode("utf-8"))
     assert [(t.id, t.duration, t.device) for t in tasks] == [(7, 1.5, 3), (8, 2.0, 3)]
 
@@ -80,12 +90,12 @@ def test_old_layout_unitless_start_and_device_from_path() -> None:
 
 def test_task_time_control_rows_are_counted_not_dropped_blindly() -> None:
     data = (
-        "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)\n"
-        "0,N/A,PROFILING_ENABLE,0,1,0.02,1.000\t,1.020\t\n"
-        "0,Addcmul,KERNEL_AICORE,1,0,18.542,2.000\t,20.542\t\n"
-        "0,N/A,PROFILING_DISABLE,0,2,0.041,30.000\t,30.041\t\n"
-        "0,N/A,DEVICE_RINGBUFFER_CONTROL,0,3,0.1,31.000\t,31.100\t\n"
-    ).encode()
+        b"Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)\n"
+        b"0,N/A,PROFILING_ENABLE,0,1,0.02,1.000\t,1.020\t\n"
+        b"0,Addcmul,KERNEL_AICORE,1,0,18.542,2.000\t,20.542\t\n"
+        b"0,N/A,PROFILING_DISABLE,0,2,0.041,30.000\t,30.041\t\n"
+        b"0,N/A,DEVICE_RINGBUFFER_CONTROL,0,3,0.1,31.000\t,31.100\t\n"
+    )
     parser = TaskParser("tt")
     tasks = parser.feed(data) + parser.close()
     assert parser.kind == "task_time"
@@ -96,9 +106,9 @@ def test_task_time_control_rows_are_counted_not_dropped_blindly() -> None:
 
 def test_old_task_time_ns_columns_and_quoted_numbers() -> None:
     data = (
-        "kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(ns),task_stop(ns)\n"
-        'trans_TransData_0,AI_CORE,148,3,"7.62","155149754006240","155149754013860"\n'
-    ).encode()
+        b"kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(ns),task_stop(ns)\n"
+        b'trans_TransData_0,AI_CORE,148,3,"7.62","155149754006240","155149754013860"\n'
+    )
     assert both(data) == [ProfilingTask(3, "trans_TransData_0", "AI_CORE", 7.62, None)]
 
 
@@ -189,7 +199,9 @@ def test_real_msprof_files(name: str) -> None:
 
 @pytest.mark.skipif(not REAL_CSV.is_dir(), reason="../shared/reference/real_csv is not beside this checkout")
 def test_real_file_values() -> None:
-    tasks = parse_bytes((REAL_CSV / "hansheng1001__AscendCContest__op_summary_20240418055200.csv").read_bytes())
+    tasks = parse_bytes(
+        (REAL_CSV / "hansheng1001__AscendCContest__op_summary_20240418055200.csv").read_bytes()
+    )
     assert tasks == [ProfilingTask(0, "Addcmul", "AI_VECTOR_CORE", 18.542, 0)]
     tasks = parse_bytes((REAL_CSV / "vllm-project__vllm-ascend__op_summary_20260823165421.csv").read_bytes())
     assert [t.type for t in tasks] == ["AI_VECTOR_CORE", "AI_VECTOR_CORE", "MIX_AIC"]

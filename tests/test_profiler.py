@@ -97,7 +97,10 @@ def test_manual_start_stop_export_store(toolkit: Toolkit, result_dir: Path, simc
     result = profiler.store_last_result()
     assert result.run_id == run_dir.name
     assert [(t.name, t.duration, t.device) for t in result.tasks] == [("k", 7.0, 1)] * 3
-    assert profiler.store_result(run_dir.name) == result or profiler.store_result(run_dir.name).tasks == result.tasks
+    assert (
+        profiler.store_result(run_dir.name) == result
+        or profiler.store_result(run_dir.name).tasks == result.tasks
+    )
     with pytest.raises(UsageError):
         profiler.stop()
 
@@ -108,7 +111,11 @@ def test_start_twice_and_nested_profile_are_usage_errors(toolkit: Toolkit) -> No
     with pytest.raises(UsageError, match="twice"):
         profiler.start()
     profiler.stop()
-    with profiler.profile(), pytest.raises(UsageError, match="nested"), Profiler(toolkit=toolkit).profile(device_id=1):
+    with (
+        profiler.profile(),
+        pytest.raises(UsageError, match="nested"),
+        Profiler(toolkit=toolkit).profile(device_id=1),
+    ):
         pass
 
 
@@ -126,7 +133,9 @@ def test_two_profilers_with_their_own_paths(toolkit: Toolkit, tmp_path: Path) ->
     assert [t.name for t in a.last_result.tasks] == ["ka2"]  # type: ignore[union-attr]
 
 
-def test_threads_profiling_different_devices_get_only_their_tasks(toolkit: Toolkit, simctl: SimControl) -> None:
+def test_threads_profiling_different_devices_get_only_their_tasks(
+    toolkit: Toolkit, simctl: SimControl
+) -> None:
     simctl.set_latency(start=0.05)
     profiler = Profiler(toolkit=toolkit)
     results: dict[int, list[ProfilingTask]] = {}
@@ -141,7 +150,7 @@ def test_threads_profiling_different_devices_get_only_their_tasks(toolkit: Toolk
                     sim.launch(f"k{device}", device=device, count=device + 1 + round_)
                 assert run.result is not None
                 results.setdefault(device, []).extend(run.result.tasks)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(d,)) for d in range(4)]
@@ -196,7 +205,9 @@ def test_real_layout_under_ascend_home_path_is_found(
 
 def test_simulate_env_selects_the_simulator(monkeypatch: pytest.MonkeyPatch, sim_root: Path) -> None:
     monkeypatch.setenv("ASC_APROF_SIMULATE", "1")
-    assert discover_toolkit().library.parent.parent == sim_root.resolve() or "sim-" in str(discover_toolkit().library)
+    assert discover_toolkit().library.parent.parent == sim_root.resolve() or "sim-" in str(
+        discover_toolkit().library
+    )
 
 
 def test_bad_run_ids(toolkit: Toolkit, result_dir: Path, tmp_path: Path) -> None:
@@ -208,7 +219,14 @@ def test_bad_run_ids(toolkit: Toolkit, result_dir: Path, tmp_path: Path) -> None
     (result_dir / "PROF_999999_20260101000000000_00000001AAAAAAAA").symlink_to(
         outside / "PROF_000001_20260101000000000_00000001AAAAAAAA"
     )
-    for bad in ("..", "../outside", str(outside), "PROF_999999_20260101000000000_00000001AAAAAAAA", "missing", ""):
+    for bad in (
+        "..",
+        "../outside",
+        str(outside),
+        "PROF_999999_20260101000000000_00000001AAAAAAAA",
+        "missing",
+        "",
+    ):
         with pytest.raises(UsageError):
             profiler.store_result(bad)
     assert run.run_id is not None
@@ -304,7 +322,9 @@ def test_binding_full_cycle_and_error_codes(toolkit: Toolkit, simctl: SimControl
     with pytest.raises(AclError) as info:
         iface.start(other)
     assert info.value.code == 100042
-    different = iface.create_config(range(8), AicoreMetrics.PIPE_UTILIZATION, ProfileType.TASK_TIME | ProfileType.L2CACHE)
+    different = iface.create_config(
+        range(8), AicoreMetrics.PIPE_UTILIZATION, ProfileType.TASK_TIME | ProfileType.L2CACHE
+    )
     with pytest.raises(AclError) as info:
         iface.stop(different)
     assert info.value.code == 100010

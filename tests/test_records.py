@@ -13,7 +13,12 @@ from asc_aprof import AicoreMetrics, ProfileType, ProfilingResult, ProfilingTask
 
 def test_public_api_is_exactly_all() -> None:
     assert isinstance(asc_aprof.__all__, tuple)
-    public = {n for n in dir(asc_aprof) if n.isidentifier() and not n.startswith("_")} - {"sim", "cli", "pytest_plugin", "annotations"}
+    public = {n for n in dir(asc_aprof) if n.isidentifier() and not n.startswith("_")} - {
+        "sim",
+        "cli",
+        "pytest_plugin",
+        "annotations",
+    }
     assert public == set(asc_aprof.__all__) - {"__version__"}
     for name in asc_aprof.__all__:
         assert hasattr(asc_aprof, name)
@@ -22,8 +27,8 @@ def test_public_api_is_exactly_all() -> None:
 def test_enum_values_match_acl_prof_h() -> None:
     assert [m.value for m in AicoreMetrics] == [0, 1, 2, 3, 4, 5, 6, 7, 8, 0xFF]
     assert ProfileType.TASK_TIME | ProfileType.AICORE_METRICS | ProfileType.L2CACHE == 0x16
-    assert ProfileType.TASK_TIME_L0 == 0x800 and ProfileType.OP_ATTR == 0x4000
-    assert ProfileType.MSPROFTX == 0x80 and ProfileType.TASK_MEMORY == 0x1000
+    assert int(ProfileType.TASK_TIME_L0) == 0x800 and int(ProfileType.OP_ATTR) == 0x4000
+    assert int(ProfileType.MSPROFTX) == 0x80 and int(ProfileType.TASK_MEMORY) == 0x1000
 
 
 def test_task_is_frozen_and_slotted() -> None:

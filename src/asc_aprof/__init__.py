@@ -8,6 +8,8 @@ Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetri
 
 from __future__ import annotations
 
+import contextlib
+
 from ._async import AsyncProfiler, SweepItem
 from ._binding import MsprofInterface, ProfilerConfig
 from ._collector import CollectionTimeout
@@ -55,8 +57,6 @@ __all__ = (
 for _name in __all__:
     _obj = globals()[_name]
     if getattr(_obj, "__module__", "").startswith("asc_aprof."):
-        try:
+        with contextlib.suppress(AttributeError, TypeError):
             _obj.__module__ = "asc_aprof"
-        except (AttributeError, TypeError):
-            pass
 del _name, _obj

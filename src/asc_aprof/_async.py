@@ -24,9 +24,9 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
@@ -46,6 +46,7 @@ from ._reader import aiter_file_tasks, summary_csvs_or_error
 from ._records import ProfilingResult, ProfilingTask
 
 CaseT = TypeVar("CaseT")
+
 
 async def wait_thread_event(event: threading.Event, timeout: float | None, what: str) -> None:
     """Await a ``threading.Event`` without blocking the loop (abandoned on cancellation)."""
@@ -219,7 +220,7 @@ class AsyncProfiler(ProfilerBase):
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result
 
-    async def iter_tasks(self, run_id: str | None = None) -> AsyncIterator[ProfilingTask]:
+    async def iter_tasks(self, run_id: str | None = None) -> AsyncGenerator[ProfilingTask, None]:
         """Yield a run's tasks as its CSV is read and parsed (default: the newest run).
 
         Pull-based: one 32 KiB chunk is read and parsed at a time, only when the consumer asks, so
@@ -261,7 +262,6 @@ class AsyncProfiler(ProfilerBase):
             run = ProfileRun(participant.device)
             await _wait_started(participant, self.call_timeout)
             self._record_started(participant, run)
-            window = participant.window
             try:
                 yield run
             except BaseException:
@@ -347,7 +347,7 @@ class AsyncProfiler(ProfilerBase):
 
         async def call_run(case: CaseT, device: int) -> None:
             if is_async:
-                await run(case, device)  # type: ignore[misc]
+                await run(case, device)
             else:
                 await anyio.to_thread.run_sync(run, case, device)
 

@@ -356,9 +356,7 @@ class Collector:
             window.state = WindowState.STOPPED
         self._after_window(window, errors, failed=bool(errors))
 
-    def _after_window(
-        self, window: Window, errors: list[BaseException], *, failed: bool = False
-    ) -> None:
+    def _after_window(self, window: Window, errors: list[BaseException], *, failed: bool = False) -> None:
         with self._lock:
             idle = not self._queue
         if idle or failed:

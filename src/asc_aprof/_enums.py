@@ -103,7 +103,9 @@ ACL_ERRORS: Final[dict[int, AclErrorInfo]] = {
         "ACL_ERROR_PROFILING_FAILURE",
         "an internal profiler failure (manager init, uploader, stop on device): see the CANN plog",
     ),
-    507021: AclErrorInfo("ACL_ERROR_RT_PROFILING_ERROR", "a runtime-level profiling error: see the CANN plog"),
+    507021: AclErrorInfo(
+        "ACL_ERROR_RT_PROFILING_ERROR", "a runtime-level profiling error: see the CANN plog"
+    ),
 }
 
 #: Why aclprofCreateConfig returns NULL (it never returns a code).

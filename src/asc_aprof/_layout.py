@@ -65,11 +65,7 @@ def list_runs(result_path: Path) -> list[Path]:
         entries = list(os.scandir(result_path))
     except FileNotFoundError:
         return []
-    runs = [
-        Path(e.path)
-        for e in entries
-        if RUN_PATTERN.match(e.name) and e.is_dir(follow_symlinks=False)
-    ]
+    runs = [Path(e.path) for e in entries if RUN_PATTERN.match(e.name) and e.is_dir(follow_symlinks=False)]
     return sorted(runs, key=lambda p: run_start_key(p.name))
 
 

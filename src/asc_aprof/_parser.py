@@ -201,7 +201,7 @@ class TaskParser:
         cls = ProfilingTask
         index = -1
         try:
-            for index, line in enumerate(lines):
+            for index, line in enumerate(lines):  # noqa: B007 - index names the bad line
                 if crlf and line.endswith("\r"):
                     line = line[:-1]
                 if not line:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -43,7 +44,6 @@ def emit(callback: ProgressCallback | None, event: ProgressEvent) -> None:
     """Call the callback; its own errors never break a profiling cycle."""
     if callback is None:
         return
-    try:
+    # A broken progress display must not lose a run.
+    with contextlib.suppress(Exception):
         callback(event)
-    except Exception:
-        pass

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -22,8 +22,7 @@ def summary_csvs_or_error(run_dir: Path) -> list[CsvFile]:
     files = find_summary_csvs(run_dir)
     if not files:
         raise UsageError(
-            f"run {run_dir.name} has no exported op_summary/task_time CSV in {run_dir}; "
-            "call export() first"
+            f"run {run_dir.name} has no exported op_summary/task_time CSV in {run_dir}; call export() first"
         )
     return files
 
@@ -42,7 +41,7 @@ def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
             yield tail
 
 
-async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncIterator[list[ProfilingTask]]:
+async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncGenerator[list[ProfilingTask], None]:
     """Batches of tasks from *files*, read with anyio's file API in small chunks.
 
     Each chunk is parsed on the event loop between checkpoints, so the loop never stalls for

@@ -87,7 +87,9 @@ class ProfilingResult:
         if data.get("format") != RESULT_FORMAT:
             raise ValueError(f"not an asc-aprof result (format={data.get('format')!r})")
         if not isinstance(data.get("version"), int) or data["version"] > RESULT_VERSION:
-            raise ValueError(f"unsupported result version {data.get('version')!r} (this reads <= {RESULT_VERSION})")
+            raise ValueError(
+                f"unsupported result version {data.get('version')!r} (this reads <= {RESULT_VERSION})"
+            )
         try:
             tasks = tuple(
                 ProfilingTask(
@@ -105,9 +107,7 @@ class ProfilingResult:
             raise ValueError(f"malformed asc-aprof result: {exc!r}") from exc
 
 
-def task_time_median(
-    tasks: Iterable[ProfilingTask], name: str | None = None, skip: int = 0
-) -> float:
+def task_time_median(tasks: Iterable[ProfilingTask], name: str | None = None, skip: int = 0) -> float:
     """Median duration in microseconds of one kernel's AI Core tasks.
 
     Only tasks whose type is an AI Core type (AI_CORE, AIV_SQE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV,

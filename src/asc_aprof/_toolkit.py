@@ -85,7 +85,8 @@ def _not_found_message(searched: list[str]) -> str:
         f"{MSPROF_SCRIPT}). Looked at:\n{listing}\n"
         "Set ASCEND_HOME_PATH, usually by `source <cann install>/set_env.sh` "
         "(e.g. /usr/local/Ascend/cann/set_env.sh), or pass toolkit=Toolkit.from_root(...). "
-        f"Without an NPU, use the simulated toolkit: toolkit=asc_aprof.sim.toolkit() or {SIMULATE_VARIABLE}=1."
+        "Without an NPU, use the simulated toolkit: "
+        f"toolkit=asc_aprof.sim.toolkit() or {SIMULATE_VARIABLE}=1."
     )
 
 

@@ -57,10 +57,14 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
         return
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
     print(title)
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
-        print("  ".join(v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths))))
+        print(
+            "  ".join(
+                v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
 
 
 class Progress:
@@ -104,7 +108,9 @@ def runs_of(path: Path) -> list[Path]:
     if path.is_dir():
         runs = list_runs(path)
         if not runs:
-            raise CliError(f"{path}: no PROF_* run in this directory (give a result directory or a PROF_* run)")
+            raise CliError(
+                f"{path}: no PROF_* run in this directory (give a result directory or a PROF_* run)"
+            )
         return runs
     raise CliError(f"{path}: not a result directory, a PROF_* run or an asc-aprof JSON report")
 
@@ -175,7 +181,19 @@ def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:
     ]
 
 
-STATS_COLUMNS: Final = ("device", "kernel", "type", "count", "median", "p10", "p90", "min", "max", "mean", "share")
+STATS_COLUMNS: Final = (
+    "device",
+    "kernel",
+    "type",
+    "count",
+    "median",
+    "p10",
+    "p90",
+    "min",
+    "max",
+    "mean",
+    "share",
+)
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -261,7 +279,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.fail_on_regression and regressions:
         names = ", ".join(c.name for c in regressions)
         print(
-            f"asc-aprof: {len(regressions)} kernel(s) significantly slower by more than {args.threshold:g}%: {names}",
+            f"asc-aprof: {len(regressions)} kernel(s) significantly slower by more than "
+            f"{args.threshold:g}%: {names}",
             file=sys.stderr,
         )
         return 1
@@ -281,7 +300,11 @@ def _change_row(c: KernelChange, regression: bool) -> list[str]:
     ]
 
 
-DEMO_KERNELS: Final = (("matmul_custom", "MIX_AIC", 42.0), ("add_custom", "AI_VECTOR_CORE", 8.5), ("softmax_custom", "AI_CORE", 15.0))
+DEMO_KERNELS: Final = (
+    ("matmul_custom", "MIX_AIC", 42.0),
+    ("add_custom", "AI_VECTOR_CORE", 8.5),
+    ("softmax_custom", "AI_CORE", 15.0),
+)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -296,7 +319,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     def launch(case: int, device: int) -> None:
         for name, ttype, base in DEMO_KERNELS:
             # each case scales the kernels a little, like a tile-size sweep would
-            sim.launch(name, device=device, task_type=ttype, duration_us=base * (1 + 0.05 * case), count=args.repeats)
+            sim.launch(
+                name, device=device, task_type=ttype, duration_us=base * (1 + 0.05 * case), count=args.repeats
+            )
 
     async def main() -> None:
         profiler = AsyncProfiler(toolkit=toolkit)
@@ -317,7 +342,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     tasks = [t for r in results for t in r.tasks]
     stats = kernel_stats(tasks)
     print_table(
-        f"{args.cases} case(s) on {args.devices} simulated device(s), {len(tasks)} tasks in {elapsed:.2f} s (µs)",
+        f"{args.cases} case(s) on {args.devices} simulated device(s), "
+        f"{len(tasks)} tasks in {elapsed:.2f} s (µs)",
         STATS_COLUMNS,
         stats_rows(stats),
     )
@@ -337,7 +363,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--simulate", action="store_true", help="use the simulated CANN toolkit")
-        p.add_argument("--timeout", type=float, default=1800.0, help="export timeout in seconds (default 1800)")
+        p.add_argument(
+            "--timeout", type=float, default=1800.0, help="export timeout in seconds (default 1800)"
+        )
         p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
 
     demo = sub.add_parser(
@@ -356,12 +384,19 @@ def build_parser() -> argparse.ArgumentParser:
         "summary",
         help="per-kernel table of one or more runs",
         formatter_class=fmt_cls,
-        epilog="examples:\n  asc-aprof summary ./prof_out\n  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json",
+        epilog=(
+            "examples:\n  asc-aprof summary ./prof_out\n"
+            "  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json"
+        ),
     )
-    summary.add_argument("paths", nargs="+", metavar="PATH", help="result directory, PROF_* run, or JSON report")
+    summary.add_argument(
+        "paths", nargs="+", metavar="PATH", help="result directory, PROF_* run, or JSON report"
+    )
     summary.add_argument("--device", type=int, help="only this device")
     summary.add_argument("--name", help="only this kernel")
-    summary.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel (warm-up)")
+    summary.add_argument(
+        "--skip", type=int, default=0, help="drop N leading samples of each kernel (warm-up)"
+    )
     summary.add_argument("--json", action="store_true", help="print a JSON report instead of a table")
     common(summary)
     summary.set_defaults(func=cmd_summary)
@@ -373,7 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  asc-aprof export ./prof_out --jobs 4",
     )
     export.add_argument("paths", nargs="+", metavar="PATH", help="result directory or PROF_* run")
-    export.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="concurrent exports (default: CPUs)")
+    export.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="concurrent exports (default: CPUs)"
+    )
     export.add_argument("--timeline", action="store_true", help="also export the timeline (doubles the time)")
     common(export)
     export.set_defaults(func=cmd_export)
@@ -386,8 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("base", metavar="BASE", help="JSON report, result directory or PROF_* run")
     compare.add_argument("new", metavar="NEW", help="JSON report, result directory or PROF_* run")
-    compare.add_argument("--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)")
-    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 on a significant regression")
+    compare.add_argument(
+        "--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)"
+    )
+    compare.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 on a significant regression"
+    )
     compare.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel")
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common(compare)
@@ -415,10 +456,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("asc-aprof: interrupted", file=sys.stderr)
         return 130
-
-
-
-
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ _RESULTS_KEY = pytest.StashKey[list[ProfilingResult]]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("aprof", "asc-aprof kernel profiling")
     group.addoption("--aprof", action="store_true", help="profile tests that use the aprof fixtures")
-    group.addoption("--aprof-skip", type=int, default=1, help="warm-up samples dropped per kernel (default 1)")
+    group.addoption(
+        "--aprof-skip", type=int, default=1, help="warm-up samples dropped per kernel (default 1)"
+    )
     group.addoption("--aprof-json", metavar="PATH", help="write the medians and results as JSON")
     group.addoption("--aprof-simulate", action="store_true", help="use the simulated CANN toolkit")
 
@@ -104,7 +106,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for r in records:
             median = "-" if r["median_us"] is None else f"{r['median_us']:.3f}"
             kernel = r["kernel"] or "-"
-            terminalreporter.write_line(f"{r['test'].ljust(width)}  {kernel:<24} {median:>12} {r['count']:>7}")
+            terminalreporter.write_line(
+                f"{r['test'].ljust(width)}  {kernel:<24} {median:>12} {r['count']:>7}"
+            )
     path = config.getoption("--aprof-json")
     if path:
         from ._stats import kernel_stats
