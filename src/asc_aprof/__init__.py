@@ -8,7 +8,7 @@ Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetri
 
 from __future__ import annotations
 
-import contextlib
+import contextlib as _contextlib
 
 from ._async import AsyncProfiler, SweepItem
 from ._binding import MsprofInterface, ProfilerConfig
@@ -57,6 +57,6 @@ __all__ = (
 for _name in __all__:
     _obj = globals()[_name]
     if getattr(_obj, "__module__", "").startswith("asc_aprof."):
-        with contextlib.suppress(AttributeError, TypeError):
+        with _contextlib.suppress(AttributeError, TypeError):
             _obj.__module__ = "asc_aprof"
 del _name, _obj
