@@ -10,6 +10,7 @@ import argparse
 import json
 import math
 import os
+import random
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -18,7 +19,7 @@ from typing import Any, Final
 
 import anyio
 
-from ._errors import AprofError, UsageError
+from ._errors import AprofError, ToolkitNotFoundError, UsageError
 from ._export import run_export_async
 from ._layout import RUN_PATTERN, find_summary_csvs, list_runs
 from ._reader import iter_file_tasks
@@ -43,28 +44,36 @@ def _rich_console() -> Any:
     return Console()
 
 
+def _numeric(values: Sequence[str]) -> bool:
+    try:
+        for value in values:
+            float(value.rstrip("%"))
+    except ValueError:
+        return False
+    return bool(values)
+
+
 def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """A table on stdout: rich on a terminal when installed, aligned plain text otherwise."""
+    right = [_numeric([row[i] for row in rows]) for i in range(len(columns))]
     console = _rich_console()
     if console is not None and sys.stdout.isatty():
         from rich.table import Table
 
         table = Table(title=title)
-        for i, col in enumerate(columns):
-            table.add_column(col, justify="left" if i < 3 else "right")
+        for col, is_right in zip(columns, right, strict=True):
+            table.add_column(col, justify="right" if is_right else "left")
         for row in rows:
             table.add_row(*row)
         console.print(table)
         return
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     print(title)
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    print("  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(columns, widths, right, strict=True)))
     print("  ".join("-" * w for w in widths))
     for row in rows:
-        print(
-            "  ".join(
-                v.ljust(w) if i < 3 else v.rjust(w) for i, (v, w) in enumerate(zip(row, widths, strict=True))
-            )
-        )
+        cells = zip(row, widths, right, strict=True)
+        print("  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in cells).rstrip())
 
 
 class Progress:
@@ -314,14 +323,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     toolkit = sim.toolkit()
     devices = list(range(args.devices))
     progress = Progress("profiling", args.cases)
-    results: list[ProfilingResult] = []
+    results: list[tuple[int, int, ProfilingResult]] = []
 
     def launch(case: int, device: int) -> None:
+        rng = random.Random(case)
         for name, ttype, base in DEMO_KERNELS:
-            # each case scales the kernels a little, like a tile-size sweep would
-            sim.launch(
-                name, device=device, task_type=ttype, duration_us=base * (1 + 0.05 * case), count=args.repeats
-            )
+            for _ in range(args.repeats):
+                # each case scales the kernels a little, like a tile-size sweep would; plus jitter
+                duration = base * (1 + 0.05 * case) * rng.uniform(0.97, 1.06)
+                sim.launch(name, device=device, task_type=ttype, duration_us=duration)
 
     async def main() -> None:
         profiler = AsyncProfiler(toolkit=toolkit)
@@ -330,7 +340,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 if item.error is not None:
                     raise item.error
                 assert item.result is not None
-                results.append(item.result)
+                results.append((item.case, item.device, item.result))
                 progress.advance(f"case {item.case} on device {item.device}")
 
     began = time.monotonic()
@@ -339,13 +349,28 @@ def cmd_demo(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     elapsed = time.monotonic() - began
-    tasks = [t for r in results for t in r.tasks]
-    stats = kernel_stats(tasks)
+    rows: list[list[str]] = []
+    total = 0
+    for case, device, result in sorted(results):
+        total += len(result.tasks)
+        for stat in sorted(kernel_stats(result.tasks), key=lambda s: s.name):
+            rows.append(
+                [
+                    str(case),
+                    str(device),
+                    stat.name,
+                    stat.type,
+                    str(stat.count),
+                    fmt(stat.median_us),
+                    fmt(stat.p10_us),
+                    fmt(stat.p90_us),
+                ]
+            )
     print_table(
-        f"{args.cases} case(s) on {args.devices} simulated device(s), "
-        f"{len(tasks)} tasks in {elapsed:.2f} s (µs)",
-        STATS_COLUMNS,
-        stats_rows(stats),
+        f"{args.cases} case(s) on {args.devices} simulated device(s): {total} tasks profiled, "
+        f"exported and parsed in {elapsed:.2f} s (times in µs)",
+        ("case", "device", "kernel", "type", "count", "median", "p10", "p90"),
+        rows,
     )
     return 0
 
@@ -366,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--timeout", type=float, default=1800.0, help="export timeout in seconds (default 1800)"
         )
-        p.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     demo = sub.add_parser(
         "demo",
@@ -377,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--devices", type=int, default=4, help="simulated devices (default 4)")
     demo.add_argument("--cases", type=int, default=8, help="cases to sweep (default 8)")
     demo.add_argument("--repeats", type=int, default=20, help="launches of each kernel per case (default 20)")
-    demo.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
+    demo.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     demo.set_defaults(func=cmd_demo)
 
     summary = sub.add_parser(
@@ -446,6 +471,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if isinstance(exc, ToolkitNotFoundError):
+            first = (
+                "no CANN toolkit found (libmsprofiler.so + msprof.py): source <cann>/set_env.sh to set "
+                "ASCEND_HOME_PATH, or pass --simulate to use the simulated toolkit"
+            )
         hint = ""
         if isinstance(exc, UsageError | CliError):
             hint = ""
