@@ -95,7 +95,11 @@ def test_summary_without_toolkit_is_one_clear_line(
 
 def test_errors_are_one_line_without_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     code, out, err = run_cli(capsys, "summary", str(tmp_path / "missing"))
-    assert code == 1 and err.strip() == f"asc-aprof: error: {tmp_path / 'missing'}: no such file or directory"
+    assert (
+        code == 1
+        and out == ""
+        and err.strip() == f"asc-aprof: error: {tmp_path / 'missing'}: no such file or directory"
+    )
     code, _, err = run_cli(capsys, "compare", str(tmp_path), str(tmp_path))
     assert code == 1 and "no PROF_* run" in err
 
