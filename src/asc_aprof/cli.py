@@ -69,7 +69,8 @@ def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]
         return
     widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
     print(title)
-    print("  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(columns, widths, right, strict=True)))
+    header = zip(columns, widths, right, strict=True)
+    print("  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in header).rstrip())
     print("  ".join("-" * w for w in widths))
     for row in rows:
         cells = zip(row, widths, right, strict=True)
@@ -486,6 +487,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("asc-aprof: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): not an error worth a message
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps interpreter shutdown quiet
+        return 141
 
 
 if __name__ == "__main__":
