@@ -182,7 +182,12 @@ class Profiler(ProfilerBase):
         finally:
             exit_profile_body(token)
         get_collector().leave(participant, consume=True)
-        wait_stopped(window, self.call_timeout)
+        try:
+            wait_stopped(window, self.call_timeout)
+        except KeyboardInterrupt:
+            # Ctrl+C while stopping: the stop is already under way; let it finish first.
+            window.stopped.wait(self.call_timeout)
+            raise
         self._emit("collection_stopped", window)
         try:
             result = window_result_sync(self, window, participant.device)
