@@ -17,7 +17,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import anyio
 
@@ -53,10 +53,28 @@ def export_command(toolkit: Toolkit, run_dir: Path, what: str = "summary") -> li
     return [toolkit.python, str(toolkit.msprof_script), "export", what, "-dir", str(run_dir)]
 
 
-def export_env(toolkit: Toolkit) -> dict[str, str]:
+def spawn_options(toolkit: Toolkit) -> dict[str, Any]:
+    """How the export is started: no stdin, stdout discarded, stderr piped, its own session."""
     env = dict(os.environ)
     env.update(toolkit.env)
-    return env
+    return {
+        "stdin": subprocess.DEVNULL,
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.PIPE,
+        "env": env,
+        "start_new_session": True,  # a process group of its own, killed as a whole
+    }
+
+
+def _timeout_error(
+    what: str, timeout: float | None, run_dir: Path, command: Sequence[str], tail: str
+) -> ExportError:
+    return ExportError(
+        f"msprof.py export {what} did not finish within {timeout:g} s and was killed; "
+        f"the raw data is kept in {run_dir}",
+        command=command,
+        stderr_tail=tail,
+    )
 
 
 def _preflight(toolkit: Toolkit, run_dir: Path, command: Sequence[str]) -> None:
@@ -121,14 +139,7 @@ def run_export(
     command = export_command(toolkit, run_dir, what)
     _preflight(toolkit, run_dir, command)
     try:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=export_env(toolkit),
-            start_new_session=True,
-        )
+        proc = subprocess.Popen(command, **spawn_options(toolkit))
     except OSError as exc:
         raise ExportError(f"cannot run the export: {exc}", command=command) from exc
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -140,12 +151,7 @@ def run_export(
         except subprocess.TimeoutExpired:
             kill_group(proc.pid)
             _, stderr = proc.communicate()
-            raise ExportError(
-                f"msprof.py export {what} did not finish within {timeout:g} s and was killed; "
-                f"the raw data is kept in {run_dir}",
-                command=command,
-                stderr_tail=_tail(stderr or b""),
-            ) from None
+            raise _timeout_error(what, timeout, run_dir, command, _tail(stderr or b"")) from None
     except BaseException:
         kill_group(proc.pid)
         proc.wait()
@@ -173,14 +179,7 @@ async def run_export_async(
     _preflight(toolkit, run_dir, command)
     tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
     try:
-        process = await anyio.open_process(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=export_env(toolkit),
-            start_new_session=True,
-        )
+        process = await anyio.open_process(command, **spawn_options(toolkit))
     except OSError as exc:
         raise ExportError(f"cannot run the export: {exc}", command=command) from exc
 
@@ -200,6 +199,8 @@ async def run_export_async(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(drain)
                 await process.wait()
+                # Workers that outlive the export would hold stderr open: end them too.
+                kill_group(process.pid)
         timed_out = scope.cancelled_caught
     finally:
         kill_group(process.pid)
@@ -207,11 +208,6 @@ async def run_export_async(
             await process.wait()
             await process.aclose()
     if timed_out:
-        raise ExportError(
-            f"msprof.py export {what} did not finish within {timeout:g} s and was killed; "
-            f"the raw data is kept in {run_dir}",
-            command=command,
-            stderr_tail="\n".join(tail),
-        )
+        raise _timeout_error(what, timeout, run_dir, command, "\n".join(tail))
     assert process.returncode is not None
     return _outcome(run_dir, command, process.returncode, "\n".join(tail), what)
