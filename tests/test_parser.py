@@ -158,9 +158,12 @@ def test_unknown_header_and_empty_input() -> None:
 
 
 def test_overlong_line_is_refused() -> None:
-    parser = TaskParser("big", max_line_bytes=100)
-    with pytest.raises(ParseError, match="longer than 100 bytes"):
-        parser.feed(b"x" * 101)
+    parser = TaskParser("big", max_line_length=100)
+    with pytest.raises(ParseError, match="longer than 100 characters"):
+        parser.feed(b"x" * 101 + b"\n")
+    tail = TaskParser("tail", max_line_length=100)
+    with pytest.raises(ParseError, match="longer than 100 characters"):
+        tail.feed(b"x" * 401)  # no newline yet: bounded all the same
 
 
 def test_multibyte_utf8_split_across_feeds() -> None:

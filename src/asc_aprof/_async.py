@@ -370,6 +370,8 @@ class AsyncProfiler(ProfilerBase):
             device_list[: len(first_cases)],
             library_owned=self.owns_result_path,
         )
+        if first_round:
+            self._remember(first_round[0].window)
 
         async def worker(
             device: int,

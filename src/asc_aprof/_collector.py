@@ -48,6 +48,7 @@ from ._records import ProfilingTask
 from ._toolkit import Toolkit
 
 DEFAULT_CALL_TIMEOUT: Final = 120.0
+NOT_INITIALISED: Final = 100043
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +155,27 @@ class Participant:
     left: bool = False
 
 
-def remove_run_dir(run_dir: Path, root: Path) -> None:
-    """Delete a run the library created, never following a symlink out of *root*."""
-    if run_dir.is_symlink() or run_dir.parent.resolve() != root.resolve():
-        return
+def make_dirs(path: Path, mode: int = 0o750) -> None:
+    """Create *path* and missing parents with *mode* (``Path.mkdir(parents=True)`` uses 0777 for parents)."""
+    missing = []
+    for parent in (path, *path.parents):
+        if parent.exists():
+            break
+        missing.append(parent)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=mode)
+
+
+def remove_run_dir(run_dir: Path, root: Path) -> bool:
+    """Delete a run the library created, never following a symlink out of *root*.
+
+    :return: whether a directory was removed
+    """
+    if run_dir.is_symlink() or not run_dir.is_dir() or run_dir.parent.resolve() != root.resolve():
+        return False
     shutil.rmtree(run_dir, ignore_errors=True)
+    return not run_dir.exists()
 
 
 class _CallThread:
@@ -187,6 +204,7 @@ class Collector:
         self._active: Window | None = None
         self._inited: tuple[Path, Path] | None = None  # (library, result path)
         self._interfaces: dict[Path, MsprofInterface] = {}
+        self._undestroyed: list[tuple[MsprofInterface, ProfilerConfig]] = []
         self._thread = _CallThread()
         self.windows_started = 0
 
@@ -274,14 +292,37 @@ class Collector:
         return iface
 
     def _finalize(self, errors: list[BaseException]) -> None:
+        """Finalize (retried once); on failure CANN stays initialised as far as we know."""
         if self._inited is None:
             return
         library, _ = self._inited
+        for attempt in range(2):
+            try:
+                self._interfaces[library].finalize()
+            except AclError as exc:
+                if attempt == 0:
+                    errors.append(exc)
+                elif exc.code != NOT_INITIALISED:
+                    return  # still initialised: the next window reuses or finalizes it again
+                continue
+            break
         self._inited = None
-        try:
-            self._interfaces[library].finalize()
-        except AclError as exc:
-            errors.append(exc)
+
+    def _destroy(self, iface: MsprofInterface, config: ProfilerConfig, errors: list[BaseException]) -> None:
+        """Destroy a config (retried once); one that still fails is retried after later windows."""
+        for attempt in range(2):
+            try:
+                iface.destroy_config(config)
+                return
+            except AclError as exc:
+                if attempt == 0:
+                    errors.append(exc)
+        self._undestroyed.append((iface, config))
+
+    def _retry_destroys(self) -> None:
+        pending, self._undestroyed = self._undestroyed, []
+        for iface, config in pending:
+            self._destroy(iface, config, [])
 
     def _start_window(self, window: Window) -> None:
         key = window.key
@@ -290,7 +331,7 @@ class Collector:
             wanted = (key.toolkit.library, key.result_path)
             if self._inited != wanted:
                 self._finalize([])
-                key.result_path.mkdir(mode=0o750, parents=True, exist_ok=True)
+                make_dirs(key.result_path)
                 iface.init(key.result_path)
                 self._inited = wanted
             with self._lock:
@@ -309,8 +350,7 @@ class Collector:
                 window.started_at_ns = time.time_ns()
                 iface.start(config)
             except BaseException:
-                with contextlib.suppress(AclError):
-                    iface.destroy_config(config)
+                self._destroy(iface, config, [])
                 raise
             window.config = config
             window.run_dir = self._new_run(window)
@@ -345,10 +385,7 @@ class Collector:
             iface.stop(window.config)
         except AclError as exc:
             errors.append(exc)
-        try:
-            iface.destroy_config(window.config)
-        except AclError as exc:
-            errors.append(exc)
+        self._destroy(iface, window.config, errors)
         window.config = None
         if window.run_dir is None:
             window.run_dir = self._new_run(window)
@@ -362,6 +399,8 @@ class Collector:
         if idle or failed:
             # A failed stop may leave devices running: finalize cancels them.
             self._finalize(errors)
+        if self._undestroyed:
+            self._retry_destroys()
         if errors and window.stop_error is None and window.start_error is None:
             window.stop_error = errors[0]
         with self._lock:
@@ -398,7 +437,7 @@ def wait_event(event: threading.Event, timeout: float | None, what: str) -> None
         )
 
 
-def check_result_path(path: Path) -> None:
+def check_result_dir(path: Path) -> None:
     if path.exists() and not path.is_dir():
         raise UsageError(f"result path {path} exists and is not a directory")
     if path.exists() and not os.access(path, os.W_OK | os.X_OK):

@@ -22,13 +22,13 @@ from ._collector import (
     Participant,
     Window,
     WindowKey,
-    check_result_path,
+    check_result_dir,
     get_collector,
     remove_run_dir,
 )
 from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, ProfileType
 from ._errors import UsageError
-from ._export import DEFAULT_EXPORT_TIMEOUT, check_msprof_path
+from ._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from ._layout import list_runs, resolve_run, run_start_key
 from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
@@ -117,8 +117,8 @@ class ProfilerBase:
             self._result_path: Path | None = None
         else:
             path = Path(os.path.abspath(os.fspath(result_path)))
-            check_msprof_path(path)
             check_result_path(path)
+            check_result_dir(path)
             self._result_path = path
         self._toolkit = toolkit
         self.export_timeout = export_timeout
@@ -126,7 +126,9 @@ class ProfilerBase:
         self.progress = progress
         #: the result of the last completed profile() / store_result() of this profiler
         self.last_result: ProfilingResult | None = None
-        self._created: list[tuple[Path, Window | None]] = []
+        # Every window this profiler joined, recorded at join time: a caller that gives up before
+        # the start returns still owns the run the collector then makes (cleanup() must find it).
+        self._windows: list[Window] = []
         self._manual: Participant | None = None
         self._last_window: Window | None = None
 
@@ -162,12 +164,16 @@ class ProfilerBase:
         self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileType | int | None
     ) -> Participant:
         key = self._key(metrics, profile_types)
-        return get_collector().join(key, self._device(device_id), library_owned=self.owns_result_path)
+        participant = get_collector().join(key, self._device(device_id), library_owned=self.owns_result_path)
+        self._remember(participant.window)
+        return participant
+
+    def _remember(self, window: Window) -> None:
+        if not any(w is window for w in self._windows):
+            self._windows.append(window)
 
     def _record_started(self, participant: Participant, run: ProfileRun | None = None) -> None:
         window = participant.window
-        if window.run_dir is not None and not any(w is window for _, w in self._created):
-            self._created.append((window.run_dir, window))
         self._last_window = window
         self._emit("collection_started", window)
         if run is not None:
@@ -185,8 +191,6 @@ class ProfilerBase:
                 f"the collection made no PROF_* directory under {window.key.result_path} "
                 "(no device was started)"
             )
-        if not any(w is window for _, w in self._created):
-            self._created.append((window.run_dir, window))
         return window.run_dir
 
     # -- runs ----------------------------------------------------------------------------------------
@@ -194,7 +198,7 @@ class ProfilerBase:
         return resolve_run(self.result_path, run_id)
 
     def _last_run_dir(self) -> Path:
-        mine = [p for p, _ in self._created if p.is_dir()]
+        mine = [w.run_dir for w in self._windows if w.run_dir is not None and w.run_dir.is_dir()]
         if mine:
             return max(mine, key=lambda p: run_start_key(p.name))
         runs = list_runs(self.result_path)
@@ -207,16 +211,12 @@ class ProfilerBase:
         if not self.owns_result_path:
             return []
         removed: list[Path] = []
-        kept: list[tuple[Path, Window | None]] = []
-        for path, window in self._created:
-            if window is not None and window.state.value != "stopped":
-                kept.append((path, window))
+        kept: list[Window] = []
+        for window in self._windows:
+            if window.state.value != "stopped" or len(window.cleanup_votes) < window.consumers:
+                kept.append(window)  # still collecting, or another caller still needs it
                 continue
-            if window is not None and len(window.cleanup_votes) < window.consumers:
-                kept.append((path, window))
-                continue
-            if path.exists():
-                remove_run_dir(path, self.result_path)
-                removed.append(path)
-        self._created = kept
+            if window.run_dir is not None and remove_run_dir(window.run_dir, self.result_path):
+                removed.append(window.run_dir)
+        self._windows = kept
         return removed

@@ -30,6 +30,10 @@ from ._toolkit import Toolkit
 REJECTED_PATH_CHARS: Final = frozenset("\n\f\r\b\t\v\x7f\"'%><|&$;`\\")
 DEFAULT_EXPORT_TIMEOUT: Final = 1800.0
 STDERR_TAIL_LINES: Final = 20
+#: Room kept below the 4096-byte limits (msprof.py's -dir, Linux PATH_MAX with its NUL) for what
+#: CANN and msprof.py write inside a result path: ``PROF_<47 bytes>/mindstudio_profiler_output/
+#: op_summary_slice_<k>_<ts>.csv``, ``device_N/sqlite/*.db`` and the like.
+RUN_PATH_RESERVE: Final = 256
 
 
 def check_msprof_path(path: str | os.PathLike[str]) -> None:
@@ -46,6 +50,21 @@ def check_msprof_path(path: str | os.PathLike[str]) -> None:
         )
     if len(os.fsencode(text)) > MAX_PATH_BYTES:
         raise UsageError(f"path longer than {MAX_PATH_BYTES} bytes: {text[:80]}...")
+
+
+def check_result_path(path: str | os.PathLike[str]) -> None:
+    """Refuse a result path msprof.py would reject or whose runs would not fit in 4096 bytes.
+
+    :raises UsageError: before any collection is wasted on it
+    """
+    check_msprof_path(path)
+    size = len(os.fsencode(os.path.abspath(os.fspath(path))))
+    limit = MAX_PATH_BYTES - RUN_PATH_RESERVE
+    if size > limit:
+        raise UsageError(
+            f"result path is {size} bytes; runs and exports inside it need it to be at most {limit} "
+            f"bytes (CANN and msprof.py stop at {MAX_PATH_BYTES}): choose a shorter path"
+        )
 
 
 def export_command(toolkit: Toolkit, run_dir: Path, what: str = "summary") -> list[str]:
@@ -157,8 +176,10 @@ def run_export(
         proc.wait()
         raise
     finally:
-        # Workers that outlive a finished export are killed too.
+        # Workers that outlive a finished export are killed too; the pipe is never leaked.
         kill_group(proc.pid)
+        if proc.stderr is not None:
+            proc.stderr.close()
     return _outcome(run_dir, command, proc.returncode, _tail(stderr or b""), what)
 
 

@@ -7,7 +7,7 @@ Theory of operation
 the sync facade, the async engine and the benchmarks all drive the same object.
 
 Bytes are cut at the last ``\\n`` of what has arrived; the incomplete tail waits for the next
-feed (bounded by ``max_line_bytes``), so a multi-byte UTF-8 character or a ``\\r\\n`` split across
+feed (bounded by ``max_line_length``), so a multi-byte UTF-8 character or a ``\\r\\n`` split across
 feeds is never mis-decoded. The first line is the header: columns are looked up by name with
 aliases (op_summary, task_time, torch_npu kernel_details; Block Dim/Num and start-time drift do
 not matter because only id, name, type, duration and device are read).
@@ -46,7 +46,7 @@ DURATION_COLUMNS: Final = ("Task Duration(us)", "task_time(us)", "Duration(us)")
 
 CONTROL_TYPES: Final = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE"})
 SKIP_NA_DURATION: Final = "duration N/A"
-DEFAULT_MAX_LINE_BYTES: Final = 1 << 20
+DEFAULT_MAX_LINE_LENGTH: Final = 1 << 20
 
 
 def _find(header: list[str], aliases: Iterable[str]) -> int | None:
@@ -62,7 +62,7 @@ class TaskParser:
     :param source: the file name (or stream name) used in error messages
     :param device: the device for every task when the CSV has no ``Device_id`` column
         (old per-device layout: ``device_N/summary/op_summary_*.csv``)
-    :param max_line_bytes: longest line accepted (bounds the buffered tail)
+    :param max_line_length: longest line accepted, in characters (bounds the buffered tail)
     """
 
     def __init__(
@@ -70,11 +70,11 @@ class TaskParser:
         source: str = "<stream>",
         *,
         device: int | None = None,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
     ) -> None:
         self.source = source
         self.default_device = device
-        self.max_line_bytes = max_line_bytes
+        self.max_line_length = max_line_length
         #: ``"op_summary"``, ``"task_time"`` or ``"kernel_details"`` once the header is read
         self.kind: str | None = None
         #: the header's column names
@@ -105,14 +105,19 @@ class TaskParser:
         buf = self._pending + data if self._pending else data
         cut = buf.rfind(b"\n")
         if cut < 0:
-            if len(buf) > self.max_line_bytes:
-                self._fail(f"line longer than {self.max_line_bytes} bytes", self._line + 1)
             self._pending = buf
+            self._check_tail()
             return []
         self._pending = buf[cut + 1 :]
-        if len(self._pending) > self.max_line_bytes:
-            self._fail(f"line longer than {self.max_line_bytes} bytes", self._line + 1)
-        return self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
+        tasks = self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
+        self._check_tail()
+        return tasks
+
+    def _check_tail(self) -> None:
+        # A UTF-8 character is at most 4 bytes: a tail over 4x the limit is an over-long line
+        # however it continues, so the verdict does not depend on how the bytes were split.
+        if len(self._pending) > 4 * self.max_line_length:
+            self._fail(f"line longer than {self.max_line_length} characters", self._line + 1)
 
     def close(self) -> list[ProfilingTask]:
         """Signal the end of input; return the tasks of a final line without newline.
@@ -149,7 +154,11 @@ class TaskParser:
         if line.endswith("\r"):
             self._crlf = True
             line = line[:-1]
-        header = [c.strip().strip('"') for c in next(csv.reader([line]))]
+        try:
+            header = [c.strip().strip('"') for c in next(csv.reader([line]))]
+        except csv.Error as exc:
+            self._fail(f"unreadable header: {exc}", self._line)
+            raise AssertionError from exc  # unreachable: _fail raises
         i_dur = _find(header, DURATION_COLUMNS)
         i_name = _find(header, NAME_COLUMNS)
         i_type = _find(header, TYPE_COLUMNS)
@@ -175,6 +184,14 @@ class TaskParser:
         self._split_at = max(used) + 1
 
     def _lines(self, lines: list[str]) -> list[ProfilingTask]:
+        limit = self.max_line_length
+        if lines and max(map(len, lines)) > limit:
+            index = next(i for i, line in enumerate(lines) if len(line) > limit)
+            self._rows(lines[:index])
+            self._fail(f"line longer than {limit} characters", self._line + 1)
+        return self._rows(lines)
+
+    def _rows(self, lines: list[str]) -> list[ProfilingTask]:
         out: list[ProfilingTask] = []
         append = out.append
         first = self._line + 1
@@ -217,7 +234,10 @@ class TaskParser:
                         raise _RowError("unbalanced quotes (truncated or corrupt row)")
                     nfields = line.count(",") - "".join(segments[1::2]).count(",") + 1
                     if len(parts) <= k or q < len(line) - len(parts[k]):
-                        parts = next(csv.reader([line]))
+                        try:
+                            parts = next(csv.reader([line]))
+                        except csv.Error as exc:
+                            raise _RowError(f"malformed CSV row: {exc}") from None
                 if nfields != ncols:
                     raise _RowError(f"expected {ncols} fields, got {nfields}")
                 rows += 1

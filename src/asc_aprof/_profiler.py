@@ -182,17 +182,19 @@ class Profiler(ProfilerBase):
         finally:
             exit_profile_body(token)
         get_collector().leave(participant, consume=True)
+        done = False
         try:
-            wait_stopped(window, self.call_timeout)
-        except KeyboardInterrupt:
-            # Ctrl+C while stopping: the stop is already under way; let it finish first.
-            window.stopped.wait(self.call_timeout)
-            raise
-        self._emit("collection_stopped", window)
-        try:
+            try:
+                wait_stopped(window, self.call_timeout)
+            except KeyboardInterrupt:
+                # Ctrl+C while stopping: the stop is already under way; let it finish first.
+                window.stopped.wait(self.call_timeout)
+                raise
+            self._emit("collection_stopped", window)
             result = window_result_sync(self, window, participant.device)
+            done = True
         finally:
-            window.consumed(cleanup and window.result_error is None and window.result_done)
+            window.consumed(cleanup and done and window.result_error is None)
         run.run_dir, run.run_id = window.run_dir, result.run_id
         run.result = result
         self.last_result = result

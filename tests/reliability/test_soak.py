@@ -1,0 +1,207 @@
+"""Soak: 8 simulated devices x 200 profile cycles with random cancellations and injected faults.
+
+Eight tasks (one per device) run 25 cycles each, concurrently, so windows are shared and broken
+up at random. Each task has its own seeded ``random.Random``, so the sequence of choices is the
+same on every run (the interleaving is up to the scheduler). A cycle is one of:
+
+* a plain ``profile()`` whose result must hold exactly the kernels it launched on its device;
+* the same, cancelled at a random moment by ``move_on_after`` (waiting for the window, in the
+  body, during the stop or the export);
+* one with an aclprof fault injected first (any function the library calls, any code); the fault
+  is process-wide, so it hits whichever window calls that function next: any caller may see it;
+* one through a toolkit whose export fails (``exit:3``).
+
+Afterwards, with the whole run bounded by ``fail_after`` (a deadlock fails, it does not hang):
+the toolkit has no running device, no live config and is not initialised; no child process or
+export is alive; file descriptors are back to the baseline exactly; the threads other than
+worker threads are exactly the baseline's (the collector thread is started by the warm-up, so it
+is in the baseline); and the worker threads the event loop's thread pool keeps are bounded.
+
+Why worker threads get a tolerance: anyio (asyncio) and trio keep idle worker threads for about
+10 s for reuse, and waits abandoned on cancellation finish in their thread when the collector's
+event fires. So after the soak the pool can legitimately hold up to one thread per concurrent
+wait: each of the 8 tasks waits on at most one collector event at a time, plus at most one
+abandoned wait per task still parked in the pool, plus the file reads of the export parse (one
+per task). ``3 x 8`` bounds that; a leak (a thread per cycle) would exceed it by far.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+
+from asc_aprof import AclError, AsyncProfiler, ExportError, Toolkit, sim
+from asc_aprof._paths import default_result_root
+from asc_aprof.sim import SimControl
+
+from ._support import (
+    ACL_CODES,
+    CALLED_FUNCTIONS,
+    assert_nothing_left,
+    child_pids,
+    export_processes,
+    open_fds,
+    wait_until,
+)
+
+pytestmark = pytest.mark.anyio
+
+DEVICES = 8
+CYCLES_PER_TASK = 25
+DEADLINE = 75.0
+WORKER_TOLERANCE = 3 * DEVICES
+WORKER_PREFIXES = ("AnyIO worker thread", "Trio thread")
+
+
+@dataclass
+class Tally:
+    ok: int = 0
+    cancelled: int = 0
+    acl_errors: int = 0
+    export_errors: int = 0
+    incomplete: list[str] = field(default_factory=list)
+
+
+def split_threads() -> tuple[set[int], int]:
+    """(idents of threads that are not event-loop worker threads, count of worker threads)."""
+    others, workers = set(), 0
+    for thread in threading.enumerate():
+        if thread.name.startswith(WORKER_PREFIXES):
+            workers += 1
+        else:
+            assert thread.ident is not None
+            others.add(thread.ident)
+    return others, workers
+
+
+def prof_dirs(root: Path) -> set[str]:
+    return {p.name for p in root.iterdir() if p.name.startswith("PROF_")}
+
+
+async def warm_up(toolkit: Toolkit) -> None:
+    """One shared window over every device, so the collector thread and a pool exist."""
+    profiler = AsyncProfiler(toolkit=toolkit)
+
+    async def one(device: int) -> None:
+        async with profiler.profile(device_id=device) as run:
+            sim.launch("warm", device=device)
+        assert run.result is not None and len(run.result.tasks) == 1
+
+    async with anyio.create_task_group() as tg:
+        for device in range(DEVICES):
+            tg.start_soon(one, device)
+
+
+async def device_loop(
+    device: int,
+    profiler: AsyncProfiler,
+    failing: AsyncProfiler,
+    simctl: SimControl,
+    tally: Tally,
+    seed: str,
+) -> None:
+    rng = random.Random(f"{seed}-{device}")
+    for cycle in range(CYCLES_PER_TASK):
+        roll = rng.random()
+        count = rng.randint(1, 4)
+        body_sleep = rng.uniform(0.0, 0.01)
+        which = profiler
+        cancel_after = float("inf")
+        if roll < 0.2:
+            cancel_after = rng.uniform(0.0, 0.08)
+        elif roll < 0.3:
+            simctl.inject(rng.choice(CALLED_FUNCTIONS), rng.choice(list(ACL_CODES)))
+        elif roll < 0.37:
+            which = failing
+        name = f"k{device}_{cycle}"
+        try:
+            with anyio.move_on_after(cancel_after) as scope:
+                async with which.profile(device_id=device) as run:
+                    sim.launch(name, device=device, count=count)
+                    await anyio.sleep(body_sleep)
+        except AclError:
+            tally.acl_errors += 1
+            continue
+        except ExportError:
+            assert which is failing
+            tally.export_errors += 1
+            continue
+        if scope.cancelled_caught:
+            tally.cancelled += 1
+            continue
+        assert which is profiler
+        got = [] if run.result is None else [(t.name, t.device) for t in run.result.tasks]
+        if got != [(name, device)] * count:
+            tally.incomplete.append(f"device {device} cycle {cycle}: launched {count}, got {got}")
+        tally.ok += 1
+
+
+async def test_soak_8_devices_x_200_cycles(
+    anyio_backend_name: str, toolkit: Toolkit, simctl: SimControl
+) -> None:
+    simctl.set_latency(init=0.002, start=0.002, stop=0.004, finalize=0.001)
+    root = default_result_root()
+    await warm_up(toolkit)
+    assert_nothing_left(simctl)
+    runs_before = prof_dirs(root)
+    fds_before = open_fds()
+    others_before, workers_before = split_threads()
+    assert child_pids() == []
+
+    profiler = AsyncProfiler(toolkit=toolkit)
+    failing = AsyncProfiler(toolkit=sim.toolkit(export_fault="exit:3"))
+    tally = Tally()
+    with anyio.fail_after(DEADLINE):
+        async with anyio.create_task_group() as tg:
+            for device in range(DEVICES):
+                tg.start_soon(device_loop, device, profiler, failing, simctl, tally, anyio_backend_name)
+    simctl.clear_faults()  # an injected fault no window reached is not a leak of the library
+
+    total = tally.ok + tally.cancelled + tally.acl_errors + tally.export_errors
+    assert total == DEVICES * CYCLES_PER_TASK
+    assert tally.incomplete == [], "a successful run lost tasks"
+
+    # Every check below is collected, so one run reports all that is wrong.
+    problems: list[str] = []
+    try:
+        assert_nothing_left(simctl)
+    except AssertionError as exc:
+        problems.append(f"toolkit state: {exc}")
+
+    def settled() -> bool:
+        others, workers = split_threads()
+        return (
+            child_pids() == []
+            and export_processes(toolkit.msprof_script) == []
+            and open_fds() == fds_before
+            and others == others_before
+            and workers <= workers_before + WORKER_TOLERANCE
+        )
+
+    await anyio.to_thread.run_sync(wait_until, settled, 5.0)
+    others, workers = split_threads()
+    names = sorted(t.name for t in threading.enumerate())
+    if child_pids():
+        problems.append(f"child processes left: {child_pids()}")
+    if export_processes(toolkit.msprof_script):
+        problems.append(f"export processes left: {export_processes(toolkit.msprof_script)}")
+    if open_fds() != fds_before:
+        problems.append(f"{open_fds()} open file descriptors, {fds_before} before")
+    if others != others_before:
+        problems.append(f"threads other than pool workers changed: {names}")
+    if workers > workers_before + WORKER_TOLERANCE:
+        problems.append(f"{workers} pool worker threads ({workers_before} before): {names}")
+    # Runs kept after errors and cancellations are removed by cleanup(); none is left behind.
+    await profiler.cleanup()
+    await failing.cleanup()
+    left = prof_dirs(root) - runs_before
+    if left:
+        problems.append(f"{len(left)} PROF_* run(s) left in the temporary root after cleanup()")
+    assert not problems, "\n".join(problems)
+    # the mix really happened (seeded choices: this holds on every run once the above holds)
+    assert tally.ok >= 80 and tally.cancelled >= 10 and tally.acl_errors >= 5 and tally.export_errors >= 5
