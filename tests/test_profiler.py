@@ -379,3 +379,18 @@ def test_collector_finalizes_when_idle(toolkit: Toolkit, simctl: SimControl) -> 
     with profiler.profile():
         assert simctl.initialized()
     assert not simctl.initialized() and get_collector().idle()
+
+
+def test_task_time_fallback_is_logged(
+    toolkit: Toolkit, result_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    profiler = Profiler(result_dir, toolkit=toolkit)
+    with profiler.profile(cleanup=False) as run:
+        sim.launch("k", count=2)
+    assert run.run_id is not None
+    for csv_file in (result_dir / run.run_id).rglob("op_summary_*.csv"):
+        csv_file.unlink()
+    with caplog.at_level("WARNING", logger="asc_aprof"):
+        result = profiler.store_result(run.run_id)
+    assert [t.duration for t in result.tasks if t.type.startswith(("AI_", "KERNEL_"))] == [10.0, 10.0]
+    assert "using task_time" in caplog.text

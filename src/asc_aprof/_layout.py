@@ -19,6 +19,7 @@ and the newest export over older ones.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Iterator
@@ -31,6 +32,8 @@ RUN_PATTERN: Final = re.compile(r"^PROF_(\d{6})_(\d{17})_([0-9A-Za-z]+)$")
 CSV_PATTERN: Final = re.compile(r"^(op_summary|task_time)_(?:slice_(\d+)_)?(\d+(?:_\d+)*)\.csv$")
 MERGED_DIR: Final = "mindstudio_profiler_output"
 DEVICE_DIR_PATTERN: Final = re.compile(r"^device_(\d+)$")
+
+logger = logging.getLogger("asc_aprof")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,7 +125,22 @@ def _pick(files: list[CsvFile]) -> list[CsvFile]:
 
 
 def find_summary_csvs(run_dir: Path) -> list[CsvFile]:
-    """The CSVs to parse for one run: merged files if present, else one set per device."""
+    """The CSVs to parse for one run: merged files if present, else one set per device.
+
+    Logs a warning (logger ``asc_aprof``) when only task_time is there: from CANN 9.0 its
+    ``kernel_name`` is a hashed binary name, not the op name op_summary would give.
+    """
+    chosen = _find_summary_csvs(run_dir)
+    if chosen and all(f.kind == "task_time" for f in chosen):
+        logger.warning(
+            "run %s has no op_summary CSV; using task_time, whose kernel names are hashed binary "
+            "names from CANN 9.0 on (collect with ProfileType.TASK_TIME for op_summary)",
+            run_dir.name,
+        )
+    return chosen
+
+
+def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
     merged = _pick(list(_csvs_in(run_dir / MERGED_DIR, None)))
     if merged:
         return merged
