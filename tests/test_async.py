@@ -317,3 +317,21 @@ async def test_body_exception_in_shared_window_propagates_unchanged(
         tg.start_soon(failing)
         tg.start_soon(fine)
     assert outcome == {"same": True, "fine": ["fine"]}
+
+
+async def test_sweep_with_many_windows_in_flight_does_not_starve_its_exports(simctl: SimControl) -> None:
+    """Regression: waiters parked on the default thread limiter starved the exports' file reads."""
+    toolkit = sim.toolkit(export_latency=0.3)
+    profiler = AsyncProfiler(toolkit=toolkit)
+
+    def run(case: int, device: int) -> None:  # a plain function: runs on the default limiter
+        sim.launch("k", device=device, count=10)
+
+    done = 0
+    with anyio.fail_after(90):
+        async with profiler.sweep(range(64), run, devices=range(8), export_limit=1) as items:
+            async for item in items:
+                assert item.error is None and item.result is not None
+                assert len(item.result.tasks) == 10
+                done += 1
+    assert done == 64

@@ -53,9 +53,12 @@ async def wait_thread_event(event: threading.Event, timeout: float | None, what:
     if event.is_set():
         await anyio.lowlevel.checkpoint()
         return
-    # A parked worker thread per waiter (default limiter): waits end as the collector progresses,
-    # which needs no worker thread, so waiters cannot deadlock each other.
-    done = await anyio.to_thread.run_sync(event.wait, timeout, abandon_on_cancel=True)
+    # A parked worker thread per waiter, on a limiter of its own: waiters must never hold tokens
+    # of the default limiter, which the export's file reads and sync run() functions need, or a
+    # sweep with many windows in flight would starve its own exports and deadlock.
+    done = await anyio.to_thread.run_sync(
+        event.wait, timeout, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
+    )
     if not done:
         raise CollectionTimeout(
             f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
