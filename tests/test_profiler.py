@@ -394,3 +394,14 @@ def test_task_time_fallback_is_logged(
         result = profiler.store_result(run.run_id)
     assert [t.duration for t in result.tasks if t.type.startswith(("AI_", "KERNEL_"))] == [10.0, 10.0]
     assert "using task_time" in caplog.text
+
+
+def test_long_campaign_forgets_finished_windows(toolkit: Toolkit, result_dir: Path) -> None:
+    profiler = Profiler(result_dir, toolkit=toolkit)
+    for i in range(70):
+        profiler.start()
+        sim.launch(f"k{i}")
+        profiler.stop()
+    assert len(profiler._windows) <= 65
+    profiler.export()
+    assert profiler.store_last_result().tasks[0].name == "k69"

@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from ._collector import CollectionTimeout, Participant, Window, get_collector
+from ._collector import CollectionTimeout, Participant, Window, get_collector, remove_run_dir
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -291,7 +291,10 @@ class AsyncProfiler(ProfilerBase):
             result = await window_result_async(self, window, participant.device, limiter)
             done = True
         finally:
-            window.consumed(cleanup and done and window.result_error is None)
+            doomed = window.consumed(cleanup and done and window.result_error is None)
+            if doomed is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(remove_run_dir, doomed, window.key.result_path)
         run.run_dir, run.run_id, run.result = window.run_dir, result.run_id, result
         self.last_result = result
         return result

@@ -43,7 +43,7 @@ from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
 from ._errors import AclError, AprofError, UsageError
-from ._layout import list_runs
+from ._layout import newest_run_of_process
 from ._records import ProfilingTask
 from ._toolkit import Toolkit
 
@@ -85,7 +85,6 @@ class Window:
         self.bodies = 0
         self.config: ProfilerConfig | None = None
         self.run_dir: Path | None = None
-        self.runs_before: set[Path] = set()
         self.start_error: BaseException | None = None
         self.stop_error: BaseException | None = None
         self.started = threading.Event()
@@ -130,8 +129,11 @@ class Window:
             raise self.result_error
         return tuple(self.result.get(device, ()))
 
-    def consumed(self, cleanup: bool) -> None:
-        """One caller has its result; the run is deleted when all asked for cleanup."""
+    def consumed(self, cleanup: bool) -> Path | None:
+        """One caller has its result; return the run to delete when all asked for cleanup.
+
+        The caller deletes it (:func:`remove_run_dir`), off the event loop for async callers.
+        """
         with self.result_lock:
             self.cleanup_votes.append(cleanup)
             last = len(self.cleanup_votes) == self.consumers
@@ -139,7 +141,8 @@ class Window:
             if last:
                 self.result = {}
         if remove and self.library_owned and self.run_dir is not None:
-            remove_run_dir(self.run_dir, self.key.result_path)
+            return self.run_dir
+        return None
 
     def check_started(self) -> None:
         if self.start_error is not None:
@@ -205,6 +208,7 @@ class Collector:
         self._inited: tuple[Path, Path] | None = None  # (library, result path)
         self._interfaces: dict[Path, MsprofInterface] = {}
         self._undestroyed: list[tuple[MsprofInterface, ProfilerConfig]] = []
+        self._last_runs: dict[Path, Path] = {}  # newest run found per result path
         self._thread = _CallThread()
         self.windows_started = 0
 
@@ -344,7 +348,6 @@ class Collector:
             if not devices:
                 self._after_window(window, [])
                 return
-            window.runs_before = set(list_runs(key.result_path))
             config = iface.create_config(sorted(devices), key.metrics, key.types)
             try:
                 window.started_at_ns = time.time_ns()
@@ -374,8 +377,13 @@ class Collector:
             self._stop_window(window)
 
     def _new_run(self, window: Window) -> Path | None:
-        created = [p for p in list_runs(window.key.result_path) if p not in window.runs_before]
-        return created[-1] if created else None
+        """The PROF_* directory the window's start made: ours by pid, newer than any we saw."""
+        path = window.key.result_path
+        run = newest_run_of_process(path, os.getpid())
+        if run is None or run == self._last_runs.get(path):
+            return None
+        self._last_runs[path] = run
+        return run
 
     def _stop_window(self, window: Window) -> None:
         errors: list[BaseException] = []

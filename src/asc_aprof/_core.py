@@ -169,8 +169,27 @@ class ProfilerBase:
         return participant
 
     def _remember(self, window: Window) -> None:
-        if not any(w is window for w in self._windows):
-            self._windows.append(window)
+        if any(w is window for w in self._windows):
+            return
+        self._windows.append(window)
+        if len(self._windows) > 64:
+            self._prune_windows()
+
+    def _prune_windows(self) -> None:
+        """Forget finished windows that neither cleanup() nor store_last_result() can need."""
+        stopped = [w for w in self._windows if w.state.value == "stopped" and w.run_dir is not None]
+        newest = (
+            max(stopped, key=lambda w: run_start_key(w.run_dir.name if w.run_dir else ""))
+            if stopped
+            else None
+        )
+        self._windows = [
+            w
+            for w in self._windows
+            if w is newest
+            or w.state.value != "stopped"
+            or (self.owns_result_path and w.run_dir is not None and w.run_dir.exists())
+        ]
 
     def _record_started(self, participant: Participant, run: ProfileRun | None = None) -> None:
         window = participant.window

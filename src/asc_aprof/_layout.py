@@ -72,6 +72,32 @@ def list_runs(result_path: Path) -> list[Path]:
     return sorted(runs, key=lambda p: run_start_key(p.name))
 
 
+def newest_run_of_process(result_path: Path, pid: int) -> Path | None:
+    """The newest ``PROF_*`` directory this process made in *result_path*, by start time and counter.
+
+    CANN puts the pid (8 digits) in every run name, so one cheap scan finds the run a start just
+    made without listing the directory before the start.
+    """
+    tag = f"{pid:08d}"
+    best: tuple[str, int] | None = None
+    found: Path | None = None
+    try:
+        entries = os.scandir(result_path)
+    except FileNotFoundError:
+        return None
+    with entries:
+        for entry in entries:
+            if not entry.name.startswith("PROF_"):
+                continue
+            match = RUN_PATTERN.match(entry.name)
+            if match is None or not match.group(3).startswith(tag) or not entry.is_dir(follow_symlinks=False):
+                continue
+            key = (match.group(2), int(match.group(1)))
+            if best is None or key > best:
+                best, found = key, Path(entry.path)
+    return found
+
+
 def resolve_run(result_path: Path, run_id: str | os.PathLike[str]) -> Path:
     """The run directory *run_id* names, which must be a real directory inside *result_path*.
 

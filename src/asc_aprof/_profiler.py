@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ._collector import Participant, Window, get_collector, wait_event
+from ._collector import Participant, Window, get_collector, remove_run_dir, wait_event
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -194,7 +194,9 @@ class Profiler(ProfilerBase):
             result = window_result_sync(self, window, participant.device)
             done = True
         finally:
-            window.consumed(cleanup and done and window.result_error is None)
+            doomed = window.consumed(cleanup and done and window.result_error is None)
+            if doomed is not None:
+                remove_run_dir(doomed, window.key.result_path)
         run.run_dir, run.run_id = window.run_dir, result.run_id
         run.result = result
         self.last_result = result
