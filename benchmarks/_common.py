@@ -97,7 +97,7 @@ def fmt_s(seconds: float) -> str:
 
 
 def fmt_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.2f} ms"
+    return "-" if seconds != seconds else f"{seconds * 1e3:.2f} ms"  # NaN: nothing measured
 
 
 def fmt_us(seconds: float) -> str:
