@@ -94,7 +94,7 @@ class Window:
         self.result_lock = threading.Lock()
         self.result_running = False
         self.result_done = False
-        self.result: dict[int | None, list[ProfilingTask]] = {}
+        self.result: dict[int | None, tuple[ProfilingTask, ...]] = {}
         self.result_error: BaseException | None = None
         self.result_changed = threading.Event()
         self.consumers = 0
@@ -112,7 +112,7 @@ class Window:
             return True, self.result_changed
 
     def publish_result(
-        self, result: dict[int | None, list[ProfilingTask]] | None, error: BaseException | None
+        self, result: dict[int | None, tuple[ProfilingTask, ...]] | None, error: BaseException | None
     ) -> None:
         with self.result_lock:
             self.result_running = False
@@ -127,7 +127,7 @@ class Window:
         """The tasks of *device* (raises the shared export/parse error)."""
         if self.result_error is not None:
             raise self.result_error
-        return tuple(self.result.get(device, ()))
+        return self.result.get(device, ())  # shared, immutable: no copy per caller
 
     def consumed(self, cleanup: bool) -> Path | None:
         """One caller has its result; return the run to delete when all asked for cleanup.

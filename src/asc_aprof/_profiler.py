@@ -56,7 +56,7 @@ def window_result_sync(profiler: ProfilerBase, window: Window, device: int) -> P
             files = run_export(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
             profiler._emit("export_finished", window, time.monotonic() - began)
             began = time.monotonic()
-            result = split_by_device(iter_file_tasks(files))
+            result = {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(files)).items()}
             rows = sum(len(v) for v in result.values())
             profiler._emit("parse_finished", window, time.monotonic() - began, rows)
         except AprofError as exc:
