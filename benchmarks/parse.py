@@ -144,7 +144,8 @@ def polars_rows(path: Path, layout: Layout) -> list[tuple[object, ...]]:
     """Reference for a native engine: polars.read_csv(columns=[...]).rows() (plain tuples)."""
     import polars as pl
 
-    return pl.read_csv(path, columns=layout.polars_columns).rows()
+    rows: list[tuple[object, ...]] = pl.read_csv(path, columns=layout.polars_columns).rows()
+    return rows
 
 
 def polars_tasks(path: Path, layout: Layout) -> list[ProfilingTask]:

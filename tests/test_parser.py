@@ -1,13 +1,39 @@
-"""The sans-IO parser on every layout and quirk, fed whole and byte by byte."""
+"""The sans-IO parser on every layout and quirk, fed whole and byte by byte.
+
+Every test runs twice: on the pure-Python row loop and on the C accelerator.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from asc_aprof import ParseError, ProfilingTask, TaskParser
+from asc_aprof import ParseError, ProfilingTask, TaskParser, _parser
 from asc_aprof._parser import parse_bytes
+
+NOT_BUILT = "asc_aprof._cparser is not built (no C compiler at install time): pure Python only"
+
+
+@pytest.fixture(
+    autouse=True,
+    params=[
+        pytest.param(False, id="pure"),
+        pytest.param(
+            True,
+            id="accelerated",
+            marks=pytest.mark.skipif(_parser._parse_rows is None, reason=NOT_BUILT),
+        ),
+    ],
+)
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[bool]:
+    """New parsers use the pure or the accelerated row loop, whatever the environment says."""
+    accelerated = bool(request.param)
+    monkeypatch.setattr(_parser, "ACCELERATED", accelerated)
+    assert TaskParser().accelerated is accelerated
+    yield accelerated
+
 
 REAL_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "real_csv"
 

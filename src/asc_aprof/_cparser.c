@@ -1,0 +1,574 @@
+/* asc_aprof._cparser: the row loop of TaskParser in C (an optional accelerator).
+ *
+ * One function, parse_rows(), consumes complete lines of a CSV chunk, as bytes, and appends
+ * their ProfilingTask records to a list. The contract with _parser.py: every line it consumes
+ * gives exactly what TaskParser._rows gives for that line (tasks, skipped counts, data rows,
+ * line count). Any line that is not the plain fast case -- a quote in the first k fields,
+ * unbalanced quotes, a wrong field count, a number that is not plain, N/A or host cells,
+ * invalid UTF-8 in the name or type, a line longer in bytes than the limit -- is left
+ * untouched: the call stops at its first byte and says so, Python runs its own per-line code
+ * on it (including raising the error with its line number), and calls back for the rest.
+ *
+ * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
+ */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <float.h>
+#include <string.h>
+
+/* Kernel names repeat (a run launches few distinct kernels): a small per-call cache of the
+ * last distinct names and types saves decoding and allocating a str per row. */
+#define CACHE_SIZE 16
+
+typedef struct {
+    const char *p; /* the bytes, inside the caller's buffer (valid for this call) */
+    Py_ssize_t n;
+    PyObject *s;
+} CacheEntry;
+
+typedef struct {
+    CacheEntry e[CACHE_SIZE];
+    int used, next, last;
+} Cache;
+
+typedef struct {
+    PyObject *out, *default_device, *skipped, *cls;
+    allocfunc alloc;
+    Py_ssize_t ncols, k, i_dev, i_id, i_name, i_type, i_dur;
+    Py_ssize_t *ends; /* ends[f]: offset of the comma closing field f < k (or the line end) */
+    Cache names, types;
+    Py_ssize_t rows;
+    int untrack; /* the default device is None or an int, so records hold nothing else */
+} Ctx;
+
+enum { ROW_ERROR = -1, ROW_FALLBACK = 0, ROW_DONE = 1 };
+
+static void
+cache_clear(Cache *c)
+{
+    for (int i = 0; i < c->used; i++) {
+        Py_DECREF(c->e[i].s);
+    }
+    c->used = c->next = c->last = 0;
+}
+
+/* A new reference to the str of p[0:n]; NULL with *fallback set when the bytes are not valid
+ * UTF-8 (Python decodes with "replace", so it builds that name itself), NULL with an
+ * exception otherwise. */
+static PyObject *
+cache_str(Cache *c, const char *p, Py_ssize_t n, int *fallback)
+{
+    if (c->used) {
+        CacheEntry *e = &c->e[c->last];
+        if (e->n == n && memcmp(e->p, p, (size_t)n) == 0) {
+            Py_INCREF(e->s);
+            return e->s;
+        }
+    }
+    for (int i = 0; i < c->used; i++) {
+        CacheEntry *e = &c->e[i];
+        if (e->n == n && memcmp(e->p, p, (size_t)n) == 0) {
+            c->last = i;
+            Py_INCREF(e->s);
+            return e->s;
+        }
+    }
+    PyObject *s = PyUnicode_DecodeUTF8(p, n, NULL);
+    if (s == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            *fallback = 1;
+        }
+        return NULL;
+    }
+    int slot;
+    if (c->used < CACHE_SIZE) {
+        slot = c->used++;
+    }
+    else {
+        slot = c->next;
+        c->next = (c->next + 1) % CACHE_SIZE;
+        Py_DECREF(c->e[slot].s);
+    }
+    c->e[slot].p = p;
+    c->e[slot].n = n;
+    c->e[slot].s = s;
+    c->last = slot;
+    Py_INCREF(s);
+    return s;
+}
+
+/* The padding float() and int() strip that we accept; any other whitespace goes to Python. */
+static int
+is_pad(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r';
+}
+
+static int
+is_digit(char ch)
+{
+    return ch >= '0' && ch <= '9';
+}
+
+static void
+trim(const char **p, const char **q)
+{
+    while (*p < *q && is_pad(**p)) {
+        (*p)++;
+    }
+    while (*q > *p && is_pad((*q)[-1])) {
+        (*q)--;
+    }
+}
+
+/* [+-]digits, at most 18 of them (fits a long long): 1 with *out set, else 0 (Python decides,
+ * which also covers N/A, host, underscores, Unicode digits and huge ids). */
+static int
+plain_int(const char *p, const char *q, long long *out)
+{
+    trim(&p, &q);
+    int negative = 0;
+    if (p < q && (*p == '+' || *p == '-')) {
+        negative = *p == '-';
+        p++;
+    }
+    if (p == q || q - p > 18) {
+        return 0;
+    }
+    long long v = 0;
+    for (; p < q; p++) {
+        if (!is_digit(*p)) {
+            return 0;
+        }
+        v = v * 10 + (*p - '0');
+    }
+    *out = negative ? -v : v;
+    return 1;
+}
+
+/* float() of the trimmed, validated text p[0:q], by the PyOS_string_to_double call float()
+ * itself makes (overflow gives inf, as in float()). */
+static int
+slow_float(const char *p, const char *q, double *out)
+{
+    char text[64]; /* PyOS_string_to_double wants a NUL-terminated string */
+    size_t n = (size_t)(q - p);
+    if (n >= sizeof text) {
+        return ROW_FALLBACK;
+    }
+    memcpy(text, p, n);
+    text[n] = '\0';
+    char *end = NULL;
+    double v = PyOS_string_to_double(text, &end, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        return ROW_ERROR;
+    }
+    if (end != text + n) {
+        return ROW_FALLBACK;
+    }
+    *out = v;
+    return ROW_DONE;
+}
+
+/* 10^0 .. 10^22: the powers of ten a double holds exactly */
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* [+-]digits[.digits][e[+-]digits] (a digit somewhere in the mantissa): ROW_DONE with *out
+ * set to what float() gives, bit for bit; ROW_FALLBACK for anything else (nan, inf, N/A,
+ * underscores, ...); ROW_ERROR with an exception set. */
+static int
+plain_float(const char *p, const char *q, double *out)
+{
+    trim(&p, &q);
+    const char *s = p;
+    int negative = 0;
+    if (s < q && (*s == '+' || *s == '-')) {
+        negative = *s == '-';
+        s++;
+    }
+    /* the mantissa as an integer m (meaningful up to 19 significant digits) and a scale */
+    unsigned long long m = 0;
+    int digits = 0, significant = 0, scale = 0;
+    for (; s < q && is_digit(*s); s++, digits++) {
+        if (m || *s != '0') {
+            m = m * 10 + (unsigned long long)(*s - '0');
+            significant++;
+        }
+    }
+    if (s < q && *s == '.') {
+        for (s++; s < q && is_digit(*s); s++, digits++) {
+            if (m || *s != '0') {
+                m = m * 10 + (unsigned long long)(*s - '0');
+                significant++;
+            }
+            scale--;
+        }
+    }
+    if (digits == 0) {
+        return ROW_FALLBACK;
+    }
+    int exponent = 0, exp_negative = 0, exp_digits = 0;
+    if (s < q && (*s == 'e' || *s == 'E')) {
+        s++;
+        if (s < q && (*s == '+' || *s == '-')) {
+            exp_negative = *s == '-';
+            s++;
+        }
+        for (; s < q && is_digit(*s); s++, exp_digits++) {
+            if (exponent < 10000) {
+                exponent = exponent * 10 + (*s - '0');
+            }
+        }
+        if (exp_digits == 0) {
+            return ROW_FALLBACK;
+        }
+    }
+    if (s != q) {
+        return ROW_FALLBACK;
+    }
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    /* Clinger's fast path: m and 10^|e| are exact doubles, so one IEEE multiply or divide
+     * gives the correctly rounded value, which is what float()'s correctly rounded
+     * _Py_dg_strtod returns too; it also skips the x87 control-word switch that
+     * PyOS_string_to_double makes on every call. Only where doubles are evaluated in double
+     * precision (SSE2, ARM); elsewhere everything takes the slow path. */
+    int e = scale + (exp_negative ? -exponent : exponent);
+    if (significant <= 19 && m <= (1ULL << 53) && e >= -22 && e <= 22) {
+        double v = (double)m;
+        v = e < 0 ? v / POW10[-e] : v * POW10[e];
+        *out = negative ? -v : v;
+        return ROW_DONE;
+    }
+#else
+    (void)scale;
+    (void)significant;
+    (void)exponent;
+    (void)exp_negative;
+    (void)negative;
+#endif
+    return slow_float(p, q, out);
+}
+
+/* skipped[key] = skipped.get(key, 0) + 1, as _rows does for control rows */
+static int
+count_skipped(PyObject *skipped, const char *p, Py_ssize_t n)
+{
+    int rc = -1;
+    PyObject *now = NULL;
+    PyObject *key = PyUnicode_FromStringAndSize(p, n);
+    PyObject *one = PyLong_FromLong(1);
+    if (key == NULL || one == NULL) {
+        goto done;
+    }
+    PyObject *old = PyDict_GetItemWithError(skipped, key); /* borrowed */
+    if (old != NULL) {
+        now = PyNumber_Add(old, one);
+    }
+    else if (!PyErr_Occurred()) {
+        now = one;
+        Py_INCREF(now);
+    }
+    if (now != NULL) {
+        rc = PyDict_SetItem(skipped, key, now);
+    }
+done:
+    Py_XDECREF(now);
+    Py_XDECREF(one);
+    Py_XDECREF(key);
+    return rc;
+}
+
+/* One non-empty line p[0:n] (line end already stripped of the CRLF '\r'). */
+static int
+parse_row(Ctx *c, const char *p, Py_ssize_t n)
+{
+    const char *quote = memchr(p, '"', (size_t)n);
+    Py_ssize_t first_quote = quote ? quote - p : n;
+    /* The first k fields split on commas alone, exact only without a quote before the k-th
+     * comma (Python's str.split path; otherwise it goes through csv). */
+    Py_ssize_t i = 0, f = 0;
+    while (f < c->k) {
+        const char *comma = memchr(p + i, ',', (size_t)(n - i));
+        if (comma == NULL) {
+            c->ends[f] = n;
+            break;
+        }
+        c->ends[f++] = comma - p;
+        i = comma - p + 1;
+    }
+    if (first_quote < (f == c->k ? i : n)) {
+        return ROW_FALLBACK;
+    }
+    /* The field count, on every row: commas outside quotes; each '"' toggles (an escaped ""
+     * toggles twice). Wrong counts and odd quotes are errors, which Python raises. Both
+     * loops are branch-free: the first vectorises, the second avoids mispredictions. */
+    Py_ssize_t commas = f;
+    unsigned quoted = 0;
+    if (quote == NULL) {
+        for (; i < n; i++) {
+            commas += p[i] == ',';
+        }
+    }
+    else {
+        for (; i < n; i++) {
+            quoted ^= p[i] == '"';
+            commas += (p[i] == ',') & (quoted ^ 1u);
+        }
+    }
+    if (quoted || commas + 1 != c->ncols) {
+        return ROW_FALLBACK;
+    }
+
+#define FIELD_START(ix) ((ix) == 0 ? 0 : c->ends[(ix) - 1] + 1)
+    const char *tp = p + FIELD_START(c->i_type), *tq = p + c->ends[c->i_type];
+    Py_ssize_t tn = tq - tp;
+    if ((tn == 16 && memcmp(tp, "PROFILING_ENABLE", 16) == 0)
+        || (tn == 17 && memcmp(tp, "PROFILING_DISABLE", 17) == 0)) {
+        if (count_skipped(c->skipped, tp, tn) < 0) {
+            return ROW_ERROR;
+        }
+        c->rows++;
+        return ROW_DONE;
+    }
+
+    /* Everything is checked before anything is committed: a fallback must leave no trace. */
+    double duration;
+    int rc = plain_float(p + FIELD_START(c->i_dur), p + c->ends[c->i_dur], &duration);
+    if (rc != ROW_DONE) {
+        return rc;
+    }
+    long long task_id = 0, device = 0;
+    if (c->i_id >= 0 && !plain_int(p + FIELD_START(c->i_id), p + c->ends[c->i_id], &task_id)) {
+        return ROW_FALLBACK;
+    }
+    if (c->i_dev >= 0 && !plain_int(p + FIELD_START(c->i_dev), p + c->ends[c->i_dev], &device)) {
+        return ROW_FALLBACK;
+    }
+    int fallback = 0;
+    const char *np = p + FIELD_START(c->i_name);
+    PyObject *name = cache_str(&c->names, np, p + c->ends[c->i_name] - np, &fallback);
+    if (name == NULL) {
+        return fallback ? ROW_FALLBACK : ROW_ERROR;
+    }
+    PyObject *type = cache_str(&c->types, tp, tn, &fallback);
+    if (type == NULL) {
+        Py_DECREF(name);
+        return fallback ? ROW_FALLBACK : ROW_ERROR;
+    }
+#undef FIELD_START
+
+    PyObject *id_obj, *dur_obj, *dev_obj;
+    if (c->i_id >= 0) {
+        id_obj = PyLong_FromLongLong(task_id);
+    }
+    else {
+        id_obj = Py_None;
+        Py_INCREF(id_obj);
+    }
+    dur_obj = PyFloat_FromDouble(duration);
+    if (c->i_dev >= 0) {
+        dev_obj = PyLong_FromLongLong(device);
+    }
+    else {
+        dev_obj = c->default_device;
+        Py_INCREF(dev_obj);
+    }
+    PyObject *task = NULL;
+    if (id_obj && dur_obj && dev_obj) {
+        task = c->alloc((PyTypeObject *)c->cls, 5);
+    }
+    if (task == NULL) {
+        Py_XDECREF(id_obj);
+        Py_XDECREF(dur_obj);
+        Py_XDECREF(dev_obj);
+        Py_DECREF(name);
+        Py_DECREF(type);
+        return ROW_ERROR;
+    }
+    PyObject *items[5] = {id_obj, name, type, dur_obj, dev_obj};
+    for (Py_ssize_t j = 0; j < 5; j++) {
+        if (PyTuple_SetItem(task, j, items[j]) < 0) { /* it stole items[j] even so */
+            while (++j < 5) {
+                Py_DECREF(items[j]);
+            }
+            Py_DECREF(task);
+            return ROW_ERROR;
+        }
+    }
+    /* The record holds only str, int, float and None and has no __dict__ (checked by the
+     * caller), so it can never be part of a reference cycle: keep it out of the cyclic GC,
+     * whose full passes would otherwise walk every task parsed so far. */
+    if (c->untrack) {
+        PyObject_GC_UnTrack(task);
+    }
+    rc = PyList_Append(c->out, task);
+    Py_DECREF(task);
+    if (rc < 0) {
+        return ROW_ERROR;
+    }
+    c->rows++;
+    return ROW_DONE;
+}
+
+/* The record type must be a tuple subclass without instance dict, else untracking is unsafe. */
+static int
+check_record_type(PyObject *cls)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "parse_rows: cls must be a tuple subclass");
+        return -1;
+    }
+    PyObject *offset = PyObject_GetAttrString(cls, "__dictoffset__");
+    if (offset == NULL) {
+        return -1;
+    }
+    Py_ssize_t dictoffset = PyLong_AsSsize_t(offset);
+    Py_DECREF(offset);
+    if (dictoffset == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "parse_rows: cls must not have a __dict__ (use __slots__ = ())");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(parse_rows_doc,
+"parse_rows(out, buf, start, end, ncols, split_at, i_dev, i_id, i_name, i_type, i_dur,\n"
+"           default_device, crlf, skipped, cls, max_line_length, /)\n"
+"--\n\n"
+"Parse the '\\n'-separated lines of buf[start:end] (the last one ends at end) into cls\n"
+"records appended to out, counting control rows in skipped. i_dev / i_id are -1 when the\n"
+"CSV has no such column. Stops at the first line Python must handle itself.\n\n"
+"Returns (data_rows, lines, stop, fallback): the data rows and lines consumed, and where it\n"
+"stopped; fallback is True when the line starting at stop is left to Python, False when\n"
+"everything up to end was consumed (stop == end).");
+
+static PyObject *
+parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *out, *buf, *default_device, *skipped, *cls;
+    Py_ssize_t start, end, ncols, k, i_dev, i_id, i_name, i_type, i_dur, limit;
+    int crlf;
+    if (!PyArg_ParseTuple(args, "O!O!nnnnnnnnnOpO!On:parse_rows", &PyList_Type, &out, &PyBytes_Type,
+                          &buf, &start, &end, &ncols, &k, &i_dev, &i_id, &i_name, &i_type, &i_dur,
+                          &default_device, &crlf, &PyDict_Type, &skipped, &cls, &limit)) {
+        return NULL;
+    }
+    char *base;
+    Py_ssize_t size;
+    if (PyBytes_AsStringAndSize(buf, &base, &size) < 0) {
+        return NULL;
+    }
+    if (start < 0 || start > end || end > size) {
+        PyErr_SetString(PyExc_ValueError, "parse_rows: need 0 <= start <= end <= len(buf)");
+        return NULL;
+    }
+    if (k < 1 || ncols < k || i_name < 0 || i_name >= k || i_type < 0 || i_type >= k || i_dur < 0
+        || i_dur >= k || i_dev < -1 || i_dev >= k || i_id < -1 || i_id >= k) {
+        PyErr_SetString(PyExc_ValueError, "parse_rows: column indexes must lie in [0, split_at)");
+        return NULL;
+    }
+    if (check_record_type(cls) < 0) {
+        return NULL;
+    }
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    c.out = out;
+    c.default_device = default_device;
+    c.skipped = skipped;
+    c.cls = cls;
+    c.alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (c.alloc == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "parse_rows: cls has no tp_alloc");
+        }
+        return NULL;
+    }
+    c.untrack = default_device == Py_None || PyLong_CheckExact(default_device);
+    c.ncols = ncols;
+    c.k = k;
+    c.i_dev = i_dev;
+    c.i_id = i_id;
+    c.i_name = i_name;
+    c.i_type = i_type;
+    c.i_dur = i_dur;
+    c.ends = PyMem_Malloc((size_t)k * sizeof(Py_ssize_t));
+    if (c.ends == NULL) {
+        return PyErr_NoMemory();
+    }
+
+    Py_ssize_t lines = 0, pos = start;
+    int fallback = 0, failed = 0;
+    for (;;) {
+        const char *p = base + pos;
+        const char *nl = memchr(p, '\n', (size_t)(end - pos));
+        const char *q = nl ? nl : base + end;
+        /* A byte count within the limit is a character count within it; over it, Python
+         * counts the characters. */
+        if (q - p > limit) {
+            fallback = 1;
+            break;
+        }
+        if (crlf && q > p && q[-1] == '\r') {
+            q--;
+        }
+        if (q > p) { /* an empty line is no data row, but it is a line */
+            int rc = parse_row(&c, p, q - p);
+            if (rc == ROW_ERROR) {
+                failed = 1;
+                break;
+            }
+            if (rc == ROW_FALLBACK) {
+                fallback = 1;
+                break;
+            }
+        }
+        lines++;
+        if (nl == NULL) {
+            pos = end;
+            break;
+        }
+        pos = nl - base + 1;
+    }
+    PyMem_Free(c.ends);
+    cache_clear(&c.names);
+    cache_clear(&c.types);
+    if (failed) {
+        return NULL;
+    }
+    return Py_BuildValue("nnnO", c.rows, lines, pos, fallback ? Py_True : Py_False);
+}
+
+static PyMethodDef methods[] = {
+    {"parse_rows", parse_rows, METH_VARARGS, parse_rows_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyModuleDef_Slot slots[] = {
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "asc_aprof._cparser",
+    "C row loop for asc_aprof._parser.TaskParser (optional accelerator; see _parser.py).",
+    0,
+    methods,
+    slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__cparser(void)
+{
+    return PyModuleDef_Init(&module);
+}
