@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import anyio
 
-from ._errors import AprofError, ToolkitNotFoundError, UsageError
+from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
 from ._layout import RUN_PATTERN, find_summary_csvs, list_runs
 from ._reader import iter_file_tasks
@@ -468,6 +468,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
+    except BrokenPipeError:
+        # stdout closed early (e.g. piped into head): not an error worth a message
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps interpreter shutdown quiet
+        return 141
     except (CliError, AprofError, OSError) as exc:
         if args.debug:
             raise
@@ -477,20 +481,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "no CANN toolkit found (libmsprofiler.so + msprof.py): source <cann>/set_env.sh to set "
                 "ASCEND_HOME_PATH, or pass --simulate to use the simulated toolkit"
             )
-        hint = ""
-        if isinstance(exc, UsageError | CliError):
-            hint = ""
-        elif not isinstance(exc, AprofError):
-            hint = " (use --debug for a traceback)"
+        # Our own errors say what to do; an unexpected OS error may need the traceback.
+        hint = "" if isinstance(exc, AprofError | CliError) else " (use --debug for a traceback)"
         print(f"asc-aprof: error: {first}{hint}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("asc-aprof: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        # stdout closed early (e.g. piped into head): not an error worth a message
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps interpreter shutdown quiet
-        return 141
 
 
 if __name__ == "__main__":
