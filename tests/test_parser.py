@@ -234,3 +234,12 @@ def test_real_file_values() -> None:
     assert tasks == [ProfilingTask(0, "Addcmul", "AI_VECTOR_CORE", 18.542, 0)]
     tasks = parse_bytes((REAL_CSV / "vllm-project__vllm-ascend__op_summary_20260823165421.csv").read_bytes())
     assert [t.type for t in tasks] == ["AI_VECTOR_CORE", "AI_VECTOR_CORE", "MIX_AIC"]
+
+
+def test_device_ids_of_directories_and_cells() -> None:
+    from asc_aprof._layout import device_of_directory
+
+    assert device_of_directory("device_3") == 3
+    assert device_of_directory("7") == 7
+    assert device_of_directory("host") is None
+    assert device_of_directory("device_x") is None

@@ -35,7 +35,6 @@ import os
 import queue
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +88,6 @@ class Window:
         self.stop_error: BaseException | None = None
         self.started = threading.Event()
         self.stopped = threading.Event()
-        self.started_at_ns = 0
         # export + parse once, shared by the window's callers
         self.result_lock = threading.Lock()
         self.result_running = False
@@ -350,7 +348,6 @@ class Collector:
                 return
             config = iface.create_config(sorted(devices), key.metrics, key.types)
             try:
-                window.started_at_ns = time.time_ns()
                 iface.start(config)
             except BaseException:
                 self._destroy(iface, config, [])

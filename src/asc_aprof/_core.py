@@ -130,7 +130,6 @@ class ProfilerBase:
         # the start returns still owns the run the collector then makes (cleanup() must find it).
         self._windows: list[Window] = []
         self._manual: Participant | None = None
-        self._last_window: Window | None = None
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -193,7 +192,6 @@ class ProfilerBase:
 
     def _record_started(self, participant: Participant, run: ProfileRun | None = None) -> None:
         window = participant.window
-        self._last_window = window
         self._emit("collection_started", window)
         if run is not None:
             run.run_dir = window.run_dir

@@ -176,9 +176,9 @@ def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
     except FileNotFoundError:
         return []
     for entry in entries:
-        match = DEVICE_DIR_PATTERN.match(entry.name)
-        if match and entry.is_dir(follow_symlinks=False):
-            chosen.extend(_pick(list(_csvs_in(Path(entry.path) / "summary", int(match.group(1))))))
+        device = device_of_directory(entry.name) if DEVICE_DIR_PATTERN.match(entry.name) else None
+        if device is not None and entry.is_dir(follow_symlinks=False):
+            chosen.extend(_pick(list(_csvs_in(Path(entry.path) / "summary", device))))
     return chosen
 
 
@@ -187,8 +187,9 @@ def device_of_directory(name: str) -> int | None:
 
     Assumption (DECISIONS 6, unverified on hardware): CANN names directories and fills
     ``Device_id`` with the same logical id that was passed to ``aclprofCreateConfig``, also under
-    ``ASCEND_RT_VISIBLE_DEVICES``. This is the one place that maps ids; change it here if a
-    machine shows otherwise.
+    ``ASCEND_RT_VISIBLE_DEVICES``. Directory names are mapped here; the parser takes ``Device_id``
+    cells as the same id (identity, kept out of its hot loop). Change both together if a machine
+    shows otherwise.
     """
     match = DEVICE_DIR_PATTERN.match(name)
     if match:

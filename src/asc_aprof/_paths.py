@@ -22,7 +22,3 @@ def default_result_root() -> Path:
             os.chmod(_root, 0o750)
             atexit.register(shutil.rmtree, _root, True)
         return _root
-
-
-def is_library_root(path: Path) -> bool:
-    return _root is not None and path == _root
