@@ -65,8 +65,8 @@ def test_median_rules() -> None:
 
 def test_median_errors_say_why() -> None:
     tasks = tasks_of(("k", "AI_CORE", 1.0), ("k", "AI_CORE", 2.0))
-    with pytest.raises(ValueError, match="2 AI Core sample\\(s\\), skip=2"):
-        task_time_median(tasks, skip=2)
+    with pytest.raises(ValueError, match="skip=-1"):
+        task_time_median(tasks, skip=-1)
     with pytest.raises(ValueError, match="no AI Core task"):
         task_time_median(tasks_of(("k", "AI_CPU", 1.0)))
     with pytest.raises(ValueError, match="'missing'"):

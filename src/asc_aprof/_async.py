@@ -31,6 +31,7 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._binding import ProfileTypes
 from ._collector import CollectionTimeout, Participant, Window, get_collector, remove_run_dir
 from ._core import (
     ProfilerBase,
@@ -39,7 +40,7 @@ from ._core import (
     exit_profile_body,
     make_result,
 )
-from ._enums import AicoreMetrics, ProfileType
+from ._enums import AicoreMetrics
 from ._errors import AprofError, UsageError
 from ._export import run_export_async
 from ._reader import aiter_file_tasks, summary_csvs_or_error
@@ -185,7 +186,7 @@ class AsyncProfiler(ProfilerBase):
         self,
         device_id: int | None = None,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileType | int | None = None,
+        profile_types: ProfileTypes | None = None,
     ) -> None:
         """Start collecting on *device_id*.
 
@@ -271,7 +272,7 @@ class AsyncProfiler(ProfilerBase):
         device_id: int | None = None,
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileType | int | None = None,
+        profile_types: ProfileTypes | None = None,
     ) -> AsyncIterator[ProfileRun]:
         """``async with profiler.profile(device_id=d) as run:`` start, body, stop, export, parse.
 
@@ -327,7 +328,7 @@ class AsyncProfiler(ProfilerBase):
         first: tuple[CaseT, Participant] | None,
         pending: Iterator[CaseT],
         metrics: AicoreMetrics | int,
-        profile_types: ProfileType | int | None,
+        profile_types: ProfileTypes | None,
     ) -> Iterator[tuple[CaseT, Participant]]:
         """The worker's cases, each with its place in a window (joined just before it runs)."""
         if first is None:
@@ -346,7 +347,7 @@ class AsyncProfiler(ProfilerBase):
         export_limit: int | anyio.CapacityLimiter | None = None,
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileType | int | None = None,
+        profile_types: ProfileTypes | None = None,
     ) -> AsyncIterator[MemoryObjectReceiveStream[SweepItem[CaseT]]]:
         """Profile every case on the devices, pipelined; items stream out as they are parsed.
 

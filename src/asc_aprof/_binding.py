@@ -21,13 +21,41 @@ from pathlib import Path
 from typing import Final, NewType
 
 from ._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType
-from ._errors import AclError, UsageError, create_config_null_error
+from ._errors import AclError, InvalidArgumentError, UsageError, create_config_null_error
 from ._toolkit import Toolkit, discover_toolkit
 
 #: An opaque ``aclprofConfig *`` (never NULL once returned by :meth:`MsprofInterface.create_config`).
 ProfilerConfig = NewType("ProfilerConfig", int)
 
 MAX_DEVICES: Final = 64
+
+#: What ``profile_types`` / ``create_config(types)`` accept: a flag, an int, or an iterable of them.
+ProfileTypes = ProfileType | int | Iterable[ProfileType | int]
+
+
+def combine_profile_types(value: ProfileTypes) -> int:
+    """The ``dataTypeConfig`` mask of *value*: a ``ProfileType``, an int, or an iterable of them OR-ed.
+
+    Upstream's ``create_config`` takes a list of ``ProfileType``; asc-aprof takes that too.
+
+    :raises InvalidArgumentError: for anything else, naming the value
+    """
+    if isinstance(value, int):
+        return int(value)
+    mask = 0
+    try:
+        items = iter(value)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"profile_types must be a ProfileType, an int or an iterable of them, got {value!r}"
+        ) from None
+    for item in items:
+        if not isinstance(item, int):
+            raise InvalidArgumentError(
+                f"profile_types must hold ProfileType or int values, got {item!r} in {value!r}"
+            )
+        mask |= int(item)
+    return mask
 
 _libraries: dict[str, ctypes.CDLL] = {}
 _load_lock = threading.Lock()
@@ -105,9 +133,11 @@ class MsprofInterface:
         self,
         device_ids: Iterable[int],
         metric: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        types: ProfileType | int = ProfileType.TASK_TIME,
+        types: ProfileTypes = ProfileType.TASK_TIME,
     ) -> ProfilerConfig:
         """``aclprofCreateConfig`` for any number of devices (no AI Core events).
+
+        :param types: a ``ProfileType``, an int, or an iterable of them (OR-ed, as upstream takes)
 
         :raises AclError: code 100000 when CANN returns NULL
         """
@@ -115,7 +145,8 @@ class MsprofInterface:
         if any(d < 0 or d >= 2**32 for d in ids):
             raise UsageError(f"device ids must be non-negative 32-bit integers: {ids}")
         array = (ctypes.c_uint32 * max(len(ids), 1))(*ids)
-        handle = self._lib.aclprofCreateConfig(array, len(ids), int(metric), None, int(types))
+        mask = combine_profile_types(types)
+        handle = self._lib.aclprofCreateConfig(array, len(ids), int(metric), None, mask)
         if not handle:
             raise create_config_null_error()
         return ProfilerConfig(handle)

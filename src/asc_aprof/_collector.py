@@ -42,7 +42,7 @@ from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
 from ._errors import AclError, AprofError, UsageError
-from ._layout import newest_run_of_process
+from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
 from ._toolkit import Toolkit
 
@@ -84,6 +84,11 @@ class Window:
         self.bodies = 0
         self.config: ProfilerConfig | None = None
         self.run_dir: Path | None = None
+        # PROF_* names in the result path just before the start (the run is the one that is new)
+        self.runs_before: frozenset[str] = frozenset()
+        self.run_error: AmbiguousRunError | None = None
+        #: order of the start among all windows of the collector (set on the collector thread)
+        self.start_seq = 0
         self.start_error: BaseException | None = None
         self.stop_error: BaseException | None = None
         self.started = threading.Event()
@@ -206,7 +211,6 @@ class Collector:
         self._inited: tuple[Path, Path] | None = None  # (library, result path)
         self._interfaces: dict[Path, MsprofInterface] = {}
         self._undestroyed: list[tuple[MsprofInterface, ProfilerConfig]] = []
-        self._last_runs: dict[Path, Path] = {}  # newest run found per result path
         self._thread = _CallThread()
         self.windows_started = 0
 
@@ -347,14 +351,16 @@ class Collector:
                 self._after_window(window, [])
                 return
             config = iface.create_config(sorted(devices), key.metrics, key.types)
+            window.runs_before = run_names(key.result_path)
             try:
                 iface.start(config)
             except BaseException:
                 self._destroy(iface, config, [])
                 raise
             window.config = config
-            window.run_dir = self._new_run(window)
             self.windows_started += 1
+            window.start_seq = self.windows_started
+            window.run_dir = self._new_run(window, final=False)
         except BaseException as exc:
             window.start_error = exc
             with self._lock:
@@ -373,14 +379,19 @@ class Collector:
         if stop_now:
             self._stop_window(window)
 
-    def _new_run(self, window: Window) -> Path | None:
-        """The PROF_* directory the window's start made: ours by pid, newer than any we saw."""
-        path = window.key.result_path
-        run = newest_run_of_process(path, os.getpid())
-        if run is None or run == self._last_runs.get(path):
+    def _new_run(self, window: Window, *, final: bool) -> Path | None:
+        """The PROF_* directory the window's start made: the one new since the start (see _layout).
+
+        An ambiguity right after the start is looked at again after the stop (CANN may write
+        ``host/info.json``, whose pid breaks the tie, only then); after the stop it is an error
+        for the window's callers.
+        """
+        try:
+            return new_run_since(window.key.result_path, window.runs_before, os.getpid())
+        except AmbiguousRunError as exc:
+            if final:
+                window.run_error = exc
             return None
-        self._last_runs[path] = run
-        return run
 
     def _stop_window(self, window: Window) -> None:
         errors: list[BaseException] = []
@@ -393,7 +404,7 @@ class Collector:
         self._destroy(iface, window.config, errors)
         window.config = None
         if window.run_dir is None:
-            window.run_dir = self._new_run(window)
+            window.run_dir = self._new_run(window, final=True)
         with self._lock:
             window.state = WindowState.STOPPED
         self._after_window(window, errors, failed=bool(errors))

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from ._binding import ProfileTypes, combine_profile_types
 from ._collector import (
     DEFAULT_CALL_TIMEOUT,
     Participant,
@@ -26,10 +27,10 @@ from ._collector import (
     get_collector,
     remove_run_dir,
 )
-from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, ProfileType
+from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
 from ._errors import UsageError
 from ._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
-from ._layout import list_runs, resolve_run, run_start_key
+from ._layout import list_runs, resolve_run
 from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from ._records import ProfilingResult, ProfilingTask
@@ -148,9 +149,9 @@ class ProfilerBase:
             self._toolkit = discover_toolkit()
         return self._toolkit
 
-    def _key(self, metrics: AicoreMetrics | int, profile_types: ProfileType | int | None) -> WindowKey:
-        types = DEFAULT_PROFILE_TYPES if profile_types is None else profile_types
-        return WindowKey(self.toolkit, self.result_path, int(metrics), int(types))
+    def _key(self, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None) -> WindowKey:
+        types = DEFAULT_PROFILE_TYPES if profile_types is None else combine_profile_types(profile_types)
+        return WindowKey(self.toolkit, self.result_path, int(metrics), types)
 
     @staticmethod
     def _device(device_id: int | None) -> int:
@@ -160,7 +161,7 @@ class ProfilerBase:
         return device
 
     def _join(
-        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileType | int | None
+        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None
     ) -> Participant:
         key = self._key(metrics, profile_types)
         participant = get_collector().join(key, self._device(device_id), library_owned=self.owns_result_path)
@@ -177,11 +178,7 @@ class ProfilerBase:
     def _prune_windows(self) -> None:
         """Forget finished windows that neither cleanup() nor store_last_result() can need."""
         stopped = [w for w in self._windows if w.state.value == "stopped" and w.run_dir is not None]
-        newest = (
-            max(stopped, key=lambda w: run_start_key(w.run_dir.name if w.run_dir else ""))
-            if stopped
-            else None
-        )
+        newest = max(stopped, key=lambda w: w.start_seq) if stopped else None
         self._windows = [
             w
             for w in self._windows
@@ -203,6 +200,8 @@ class ProfilerBase:
             emit(self.progress, ProgressEvent(kind, run_id, tuple(window.devices), seconds, rows))
 
     def _stopped_run_dir(self, window: Window) -> Path:
+        if window.run_dir is None and window.run_error is not None:
+            raise window.run_error
         if window.run_dir is None:
             raise UsageError(
                 f"the collection made no PROF_* directory under {window.key.result_path} "
@@ -215,9 +214,13 @@ class ProfilerBase:
         return resolve_run(self.result_path, run_id)
 
     def _last_run_dir(self) -> Path:
-        mine = [w.run_dir for w in self._windows if w.run_dir is not None and w.run_dir.is_dir()]
+        # This profiler's own runs in the order the collector started them (names and clocks can
+        # step back; the start order cannot).
+        mine = [w for w in self._windows if w.run_dir is not None and w.run_dir.is_dir()]
         if mine:
-            return max(mine, key=lambda p: run_start_key(p.name))
+            newest = max(mine, key=lambda w: w.start_seq).run_dir
+            assert newest is not None
+            return newest
         runs = list_runs(self.result_path)
         if not runs:
             raise UsageError(f"no PROF_* run in {self.result_path}")

@@ -44,6 +44,7 @@ class ProfileType(enum.IntFlag):
 
 DEFAULT_PROFILE_TYPES: Final = ProfileType.TASK_TIME | ProfileType.AICORE_METRICS | ProfileType.L2CACHE
 
+
 #: aclprofInit refuses longer result paths (and msprof.py refuses longer -dir values).
 MAX_PATH_BYTES: Final = 4096
 

@@ -7,12 +7,24 @@ from collections.abc import Sequence
 from ._enums import CREATE_CONFIG_NULL_HINT, acl_error_info
 
 
-class AprofError(Exception):
-    """Root of every error asc-aprof raises."""
+class AprofError(RuntimeError):
+    """Root of every error asc-aprof raises.
+
+    A ``RuntimeError``, as every failure of the upstream ``asc.lib.profiling`` is, so code written
+    for it (``except RuntimeError``) catches asc-aprof's errors unchanged.
+    """
 
 
-class UsageError(AprofError, RuntimeError):
+class UsageError(AprofError):
     """The API was called in a way that cannot work (wrong state, nesting, bad argument)."""
+
+
+class InvalidArgumentError(UsageError, ValueError):
+    """An argument has a value that cannot work; the message names it (also a ``ValueError``)."""
+
+
+class NoSamplesError(AprofError, ValueError):
+    """:func:`~asc_aprof.task_time_median` found no sample of the kernel (also a ``ValueError``)."""
 
 
 class AclError(AprofError):

@@ -1,16 +1,20 @@
 """Where runs and exported CSVs live on disk (every CANN layout), without parsing them.
 
-A *run* is one ``PROF_<counter>_<YYYYMMDDhhmmssmmm>_<pid+letters>`` directory made by one
-``aclprofStart``. Runs are ordered by the start time in their name, never by name: the counter
-restarts in every process, so ``max(os.listdir())`` picks the wrong run once two processes share a
-result path.
+A *run* is one ``PROF_<counter>_<YYYYMMDDhhmmssmmm>_<suffix>`` directory made by one
+``aclprofStart``; the suffix is the 8-digit pid and 8 letters from CANN 8.5 on, 16 letters (no
+pid) before. The time is local time. Runs are ordered by the start CANN records in
+``host/start_info`` (Unix time), never by name: the counter restarts in every process and local
+time steps back. The run a start made is found by comparing the result path's entries before and
+after the start (:func:`new_run_since`), with the pid only to break a tie.
 
 Exports land in one of two layouts:
 
 * new (CANN 8.0+): ``PROF_x/mindstudio_profiler_output/op_summary_<ts>.csv`` (all devices merged,
   ``Device_id`` first), with ``op_summary_slice_<k>_<ts>.csv`` pieces beyond a million rows;
 * old (CANN 5-7): ``PROF_x/device_N/summary/op_summary_<dev>[_<model>]_<iter>[_<ts>].csv``, one per
-  device, with no device column (the device comes from ``device_N``).
+  device, with no device column (the device comes from ``device_N``), sliced as
+  ``op_summary_<dev>_<iter>_slice_<k>_<ts>.csv`` (also the names the current exporter writes
+  per device before it merges them).
 
 op_summary is preferred over task_time (task_time names are hashed binary names from CANN 9.0 on),
 and the newest export over older ones.
@@ -19,6 +23,8 @@ and the newest export over older ones.
 from __future__ import annotations
 
 import dataclasses
+import datetime as _dt
+import json
 import logging
 import os
 import re
@@ -29,7 +35,9 @@ from typing import Final
 from ._errors import UsageError
 
 RUN_PATTERN: Final = re.compile(r"^PROF_(\d{6})_(\d{17})_([0-9A-Za-z]+)$")
-CSV_PATTERN: Final = re.compile(r"^(op_summary|task_time)_(?:slice_(\d+)_)?(\d+(?:_\d+)*)\.csv$")
+#: The name's suffix from CANN 8.5 on: the 8-digit pid, then 8 letters (before 8.5: 16 letters).
+PID_SUFFIX: Final = re.compile(r"^(\d{8})[A-Za-z]{8}$")
+CSV_PATTERN: Final = re.compile(r"^(op_summary|task_time)_((?:\d+_)*)(?:slice_(\d+)_)?(\d+)\.csv$")
 MERGED_DIR: Final = "mindstudio_profiler_output"
 DEVICE_DIR_PATTERN: Final = re.compile(r"^device_(\d+)$")
 
@@ -55,47 +63,114 @@ class CsvFile:
 
 
 def run_start_key(name: str) -> tuple[str, int]:
-    """Sort key of a run directory: start time from its name, then its counter."""
+    """Sort key of a run directory by its name alone: the local start time in it, then the counter."""
     match = RUN_PATTERN.match(name)
     if match is None:
         return ("", 0)
     return (match.group(2), int(match.group(1)))
 
 
+def _read_json(path: Path) -> dict[str, object] | None:
+    try:
+        with open(path, "rb") as stream:
+            data = json.loads(stream.read(1 << 16))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def recorded_start_us(run_dir: Path) -> int | None:
+    """The start CANN recorded in ``host/start_info`` (``collectionTimeBegin``, Unix µs), if any."""
+    info = _read_json(run_dir / "host" / "start_info")
+    if info is None:
+        return None
+    try:
+        return int(str(info.get("collectionTimeBegin", "")))
+    except ValueError:
+        return None
+
+
+def run_pid(run_dir: Path) -> int | None:
+    """The process that made a run: the pid in its name (CANN 8.5+) or in ``host/info.json``."""
+    match = RUN_PATTERN.match(run_dir.name)
+    if match is not None:
+        named = PID_SUFFIX.match(match.group(3))
+        if named is not None:
+            return int(named.group(1))
+    info = _read_json(run_dir / "host" / "info.json")
+    if info is None:
+        return None
+    try:
+        return int(str(info.get("pid", "")))
+    except ValueError:
+        return None
+
+
+def _recorded_key(run: Path) -> tuple[int, tuple[str, int]]:
+    started = recorded_start_us(run)
+    if started is None:
+        # No record: the name's local time, read as local time (good to the hour it may be off).
+        name_time = run_start_key(run.name)[0]
+        try:
+            started = int(
+                _dt.datetime.strptime(name_time[:14], "%Y%m%d%H%M%S").timestamp() * 1_000_000
+            ) + 1000 * int(name_time[14:] or 0)
+        except ValueError:
+            started = 0
+    return (started, run_start_key(run.name))
+
+
 def list_runs(result_path: Path) -> list[Path]:
-    """The ``PROF_*`` directories directly under *result_path*, oldest start first."""
+    """The ``PROF_*`` directories directly under *result_path*, oldest recorded start first.
+
+    The order is CANN's recorded start (``host/start_info``, Unix time), then the name: the name's
+    counter restarts in every process, and its time is local time, which steps back with summer
+    time.
+    """
     try:
         entries = list(os.scandir(result_path))
     except FileNotFoundError:
         return []
     runs = [Path(e.path) for e in entries if RUN_PATTERN.match(e.name) and e.is_dir(follow_symlinks=False)]
-    return sorted(runs, key=lambda p: run_start_key(p.name))
+    return sorted(runs, key=_recorded_key)
 
 
-def newest_run_of_process(result_path: Path, pid: int) -> Path | None:
-    """The newest ``PROF_*`` directory this process made in *result_path*, by start time and counter.
-
-    CANN puts the pid (8 digits) in every run name, so one cheap scan finds the run a start just
-    made without listing the directory before the start.
-    """
-    tag = f"{pid:08d}"
-    best: tuple[str, int] | None = None
-    found: Path | None = None
+def run_names(result_path: Path) -> frozenset[str]:
+    """Names of the ``PROF_*`` entries under *result_path* now (before a start, for :func:`new_run_since`)."""
     try:
-        entries = os.scandir(result_path)
-    except FileNotFoundError:
-        return None
-    with entries:
-        for entry in entries:
-            if not entry.name.startswith("PROF_"):
-                continue
-            match = RUN_PATTERN.match(entry.name)
-            if match is None or not match.group(3).startswith(tag) or not entry.is_dir(follow_symlinks=False):
-                continue
-            key = (match.group(2), int(match.group(1)))
-            if best is None or key > best:
-                best, found = key, Path(entry.path)
-    return found
+        names = os.listdir(result_path)
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset()
+    return frozenset(n for n in names if n.startswith("PROF_"))
+
+
+class AmbiguousRunError(UsageError):
+    """Several new runs appeared during one start and none is this process's alone."""
+
+
+def new_run_since(result_path: Path, before: frozenset[str], pid: int) -> Path | None:
+    """The ``PROF_*`` directory a start made: the entry of *result_path* that is not in *before*.
+
+    Neither the pid (CANN before 8.5 puts none in the name) nor the time in the name (local time,
+    which steps back) decides alone. Several new entries (another process started into the same
+    path at the same moment) are told apart by the pid in the name or in ``host/info.json``.
+
+    :return: the run, or None when no new directory appeared
+    :raises AmbiguousRunError: when the new entries cannot be told apart
+    """
+    new = sorted(n for n in run_names(result_path) - before if RUN_PATTERN.match(n))
+    runs = [result_path / n for n in new if (result_path / n).is_dir() and not (result_path / n).is_symlink()]
+    if len(runs) <= 1:
+        return runs[0] if runs else None
+    mine = [run for run in runs if run_pid(run) == pid]
+    if len(mine) == 1:
+        return mine[0]
+    raise AmbiguousRunError(
+        f"{len(runs)} new PROF_* directories appeared in {result_path} during one start "
+        f"({', '.join(new)}) and {'none' if not mine else 'several'} carries this process's pid "
+        f"{pid}: another process profiles into the same result path at the same moment, so this "
+        "collection's run cannot be told apart. Give each process a result path of its own."
+    )
 
 
 def resolve_run(result_path: Path, run_id: str | os.PathLike[str]) -> Path:
@@ -125,14 +200,13 @@ def _csvs_in(directory: Path, device: int | None) -> Iterator[CsvFile]:
         match = CSV_PATTERN.match(entry.name)
         if match is None or not entry.is_file(follow_symlinks=False):
             continue
-        numbers = match.group(3).split("_")
-        stamp = numbers[-1] if len(numbers[-1]) == 14 else ""
+        last = match.group(4)
         yield CsvFile(
             path=Path(entry.path),
             kind=match.group(1),
             device=device,
-            stamp=stamp,
-            slice=int(match.group(2) or 0),
+            stamp=last if len(last) == 14 else "",
+            slice=int(match.group(3) or 0),
         )
 
 
@@ -148,6 +222,25 @@ def _pick(files: list[CsvFile]) -> list[CsvFile]:
                 chosen = [max(chosen, key=lambda f: f.path.stat().st_mtime_ns)]
             return sorted(chosen, key=lambda f: f.slice)
     return []
+
+
+def task_time_beside(chosen: list[CsvFile]) -> list[CsvFile]:
+    """The task_time CSVs of the same export as the op_summary files *chosen*.
+
+    Per directory: the task_time files with the op_summary's stamp, else the newest ones. They
+    give level-0 tasks their type (op_summary says ``N/A`` there).
+    """
+    out: list[CsvFile] = []
+    seen: set[Path] = set()
+    for csv_file in chosen:
+        directory = csv_file.path.parent
+        if csv_file.kind != "op_summary" or directory in seen:
+            continue
+        seen.add(directory)
+        times = [f for f in _csvs_in(directory, csv_file.device) if f.kind == "task_time"]
+        same = [f for f in times if f.stamp == csv_file.stamp]
+        out.extend(sorted(same, key=lambda f: f.slice) if same else _pick(times))
+    return out
 
 
 def find_summary_csvs(run_dir: Path) -> list[CsvFile]:

@@ -59,7 +59,7 @@ from __future__ import annotations
 import csv
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from ._errors import ParseError
@@ -113,6 +113,9 @@ class TaskParser:
     :param max_line_length: longest line accepted, in characters (bounds the buffered tail)
     :param accelerated: use the C row loop (True), the pure-Python one (False), or the default
         (None: :data:`ACCELERATED`); the results are identical either way
+    :param keep: extra columns to keep per task, each given as its header aliases (first match
+        wins); the raw cells of every task go to :attr:`kept`, in task order (``None`` for a
+        column the header lacks). Keeping runs the pure-Python row loop.
     :raises RuntimeError: for ``accelerated=True`` when the extension is not built
     """
 
@@ -123,11 +126,18 @@ class TaskParser:
         device: int | None = None,
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
         accelerated: bool | None = None,
+        keep: Sequence[Sequence[str]] = (),
     ) -> None:
         if accelerated and _parse_rows is None:
             raise RuntimeError("asc_aprof._cparser is not built: only the pure-Python parser is available")
+        if accelerated and keep:
+            raise RuntimeError("keep= needs the pure-Python row loop (accelerated=False)")
         #: whether this parser runs the C row loop
-        self.accelerated: bool = ACCELERATED if accelerated is None else accelerated
+        self.accelerated: bool = (ACCELERATED if accelerated is None else accelerated) and not keep
+        self._keep_aliases = tuple(tuple(aliases) for aliases in keep)
+        #: the kept cells of each task returned so far, one tuple per task (see ``keep``)
+        self.kept: list[tuple[str | None, ...]] = []
+        self._i_keep: tuple[int | None, ...] = ()
         self.source = source
         self.default_device = device
         self.max_line_length = max_line_length
@@ -244,7 +254,8 @@ class TaskParser:
         self._i_dev = _find(header, DEVICE_COLUMNS)
         self._i_id = _find(header, ID_COLUMNS)
         self._i_name, self._i_type, self._i_dur = i_name, i_type, i_dur
-        used = [i for i in (self._i_dev, self._i_id, i_name, i_type, i_dur) if i is not None]
+        self._i_keep = tuple(_find(header, aliases) for aliases in self._keep_aliases)
+        used = [i for i in (self._i_dev, self._i_id, i_name, i_type, i_dur, *self._i_keep) if i is not None]
         self._split_at = max(used) + 1
 
     def _lines(self, lines: list[str]) -> list[ProfilingTask]:
@@ -325,6 +336,8 @@ class TaskParser:
         skipped = self.skipped
         rows = 0
         cls = ProfilingTask
+        i_keep = self._i_keep
+        keep_append = self.kept.append
         index = -1
         try:
             for index, line in enumerate(lines):  # noqa: B007 - index names the bad line
@@ -379,6 +392,8 @@ class TaskParser:
                     except ValueError:
                         device = _device(dev_text)
                 append(_new_task(cls, (task_id, parts[i_name], ttype, duration, device)))
+                if i_keep:
+                    keep_append(tuple(None if i is None else parts[i] for i in i_keep))
         except _RowError as exc:
             self.data_rows += rows
             self._line = first + index - 1

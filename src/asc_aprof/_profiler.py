@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ._binding import ProfileTypes
 from ._collector import Participant, Window, get_collector, remove_run_dir, wait_event
 from ._core import (
     ProfilerBase,
@@ -15,7 +16,7 @@ from ._core import (
     exit_profile_body,
     make_result,
 )
-from ._enums import AicoreMetrics, ProfileType
+from ._enums import AicoreMetrics
 from ._errors import AprofError, UsageError
 from ._export import run_export
 from ._reader import iter_file_tasks, split_by_device, summary_csvs_or_error
@@ -87,7 +88,7 @@ class Profiler(ProfilerBase):
         self,
         device_id: int | None = None,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileType | int | None = None,
+        profile_types: ProfileTypes | None = None,
     ) -> None:
         """Start collecting on *device_id* (default: pyasc's current device, else 0).
 
@@ -156,7 +157,7 @@ class Profiler(ProfilerBase):
         device_id: int | None = None,
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileType | int | None = None,
+        profile_types: ProfileTypes | None = None,
     ) -> Iterator[ProfileRun]:
         """start -> body -> stop -> export -> parse into ``last_result`` (and the handle's ``result``).
 

@@ -7,6 +7,8 @@ import datetime as _dt
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
+from ._errors import InvalidArgumentError, NoSamplesError
+
 #: Task types that run on AI Core / AI Vector units; only these count for medians.
 AICORE_TASK_TYPES: Final = frozenset(
     {
@@ -19,6 +21,10 @@ AICORE_TASK_TYPES: Final = frozenset(
         "KERNEL_AICORE",
     }
 )
+
+
+#: The type op_summary gives every task at task time level 0 (the run's task_time has the real one).
+UNKNOWN_TASK_TYPE: Final = "N/A"
 
 
 class ProfilingTask(NamedTuple):
@@ -107,37 +113,47 @@ class ProfilingResult:
             raise ValueError(f"malformed asc-aprof result: {exc!r}") from exc
 
 
+def numpy_round3(value: float) -> float:
+    """``numpy.round(value, 3)``: scale by 1000, round half to even, scale back.
+
+    Not ``round(value, 3)``, which rounds the exact binary value and differs from numpy on about a
+    fifth of the halves an even-count median produces.
+    """
+    return round(value * 1000) / 1000
+
+
 def task_time_median(tasks: Iterable[ProfilingTask], name: str | None = None, skip: int = 0) -> float:
-    """Median duration in microseconds of one kernel's AI Core tasks.
+    """Median duration in microseconds of one kernel's AI Core tasks, as upstream computes it.
 
     Only tasks whose type is an AI Core type (AI_CORE, AIV_SQE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV,
-    KERNEL_AIVEC, KERNEL_AICORE) count.
+    KERNEL_AIVEC, KERNEL_AICORE) count. A task whose type is unknown (``N/A``: a level-0 run whose
+    task_time could not be joined) counts only when *name* names its kernel.
 
-    :param tasks: usually ``ProfilingResult.tasks``
+    :param tasks: usually ``ProfilingResult.tasks``, in result order (start order per device)
     :param name: the kernel to measure; defaults to the first AI Core task's name
-    :param skip: leading samples of that kernel to drop (warm-up)
-    :raises ValueError: when no sample is left, saying how many there were
-    :return: the median, rounded to 3 decimals (nanosecond resolution)
+    :param skip: leading samples of that kernel to drop (warm-up), applied only when more than
+        *skip* samples exist, as upstream does (its pytest fixture passes ``skip=1`` after a
+        single launch)
+    :raises NoSamplesError: (a ``RuntimeError`` and a ``ValueError``) when the kernel has no sample
+    :raises InvalidArgumentError: for a negative *skip*
+    :return: ``numpy.round(numpy.median(samples), 3)``
     """
     if skip < 0:
-        raise ValueError(f"skip must be >= 0, got {skip}")
+        raise InvalidArgumentError(f"skip must be >= 0, got skip={skip}")
     samples: list[float] = []
     kernel = name
     for task in tasks:
-        if task.type not in AICORE_TASK_TYPES:
+        if task.type not in AICORE_TASK_TYPES and not (name is not None and task.type == UNKNOWN_TASK_TYPE):
             continue
         if kernel is None:
             kernel = task.name
         if task.name == kernel:
             samples.append(task.duration)
     if kernel is None:
-        raise ValueError("no AI Core task in the result, so there is no kernel to take a median of")
-    kept = samples[skip:]
-    if not kept:
-        raise ValueError(
-            f"no samples left for kernel {kernel!r}: {len(samples)} AI Core sample(s), skip={skip}"
-        )
-    kept.sort()
+        raise NoSamplesError("no AI Core task in the result, so there is no kernel to take a median of")
+    if not samples:
+        raise NoSamplesError(f"no AI Core sample of kernel {kernel!r} in the result")
+    kept = sorted(samples[skip:] if len(samples) > skip else samples)
     mid = len(kept) // 2
     median = kept[mid] if len(kept) % 2 else (kept[mid - 1] + kept[mid]) / 2.0
-    return round(median, 3)
+    return numpy_round3(median)
