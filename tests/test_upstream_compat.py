@@ -104,7 +104,10 @@ def test_profile_types_accept_a_list_as_upstream_passes_it(
         iface.destroy_config(config)
     finally:
         iface.finalize()
-    with pytest.raises(RuntimeError, match="profile_types"), profiler.profile(
-        profile_types=["TASK_TIME"]  # type: ignore[list-item]
+    with (
+        pytest.raises(RuntimeError, match="profile_types"),
+        profiler.profile(
+            profile_types=["TASK_TIME"]  # type: ignore[list-item]
+        ),
     ):
         pass

@@ -19,6 +19,9 @@ AICORE_TASK_TYPES: Final = frozenset(
         "MIX_AIV",
         "KERNEL_AIVEC",
         "KERNEL_AICORE",
+        # level-0 task_time types of mixed cube/vector kernels (real PyPTO runs on 910B)
+        "KERNEL_MIX_AIC",
+        "KERNEL_MIX_AIV",
     }
 )
 
@@ -126,7 +129,7 @@ def task_time_median(tasks: Iterable[ProfilingTask], name: str | None = None, sk
     """Median duration in microseconds of one kernel's AI Core tasks, as upstream computes it.
 
     Only tasks whose type is an AI Core type (AI_CORE, AIV_SQE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV,
-    KERNEL_AIVEC, KERNEL_AICORE) count. A task whose type is unknown (``N/A``: a level-0 run whose
+    KERNEL_AIVEC, KERNEL_AICORE, KERNEL_MIX_AIC, KERNEL_MIX_AIV) count. A task whose type is unknown (``N/A``: a level-0 run whose
     task_time could not be joined) counts only when *name* names its kernel.
 
     :param tasks: usually ``ProfilingResult.tasks``, in result order (start order per device)
