@@ -1,10 +1,11 @@
-"""``AsyncProfiler``: the async shell over the shared core, on anyio (asyncio and trio).
+"""``AsyncProfiler``: the per-call protocol driven by awaiting, on anyio (asyncio and trio).
 
-How the twins are built: a shared blocking core with thin shells (see :mod:`asc_aprof._core`).
+How the twins are built: one protocol with thin drivers (see :mod:`asc_aprof._protocol`).
 Nothing here calls aclprof or parses CSV by itself:
 
-* aclprof calls run on the collector's dedicated thread; this module only waits for the
-  collector's events, from a worker thread, so the event loop never blocks;
+* aclprof calls run on the collector's dedicated thread; tasks wait for its latches without a
+  thread of their own (the collector wakes them through their event loop), so the event loop
+  never blocks and the thread count does not grow with the number of waiting callers;
 * the export runs through ``anyio.open_process`` in its own process group, stderr drained;
 * parsing is fed from 32 KiB ``anyio`` file reads, one chunk between checkpoints.
 
@@ -22,118 +23,65 @@ import dataclasses
 import inspect
 import itertools
 import os
-import threading
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
+import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._binding import ProfileTypes
-from ._collector import CollectionTimeout, Participant, Window, get_collector, remove_run_dir
-from ._core import (
-    ProfilerBase,
-    ProfileRun,
-    enter_profile_body,
-    exit_profile_body,
-    make_result,
-)
+from ._collector import get_collector, remove_run_dir, timeout_error
+from ._core import ProfilerBase, ProfileRun, enter_profile_body, exit_profile_body
 from ._enums import AicoreMetrics
-from ._errors import AprofError, UsageError
+from ._errors import UsageError
 from ._export import run_export_async
+from ._protocol import Call, Export, Parse, Step, Steps, Wait
 from ._reader import aiter_file_tasks, summary_csvs_or_error
-from ._records import ProfilingResult, ProfilingTask
+from ._records import ProfilingResult, ProfilingTask, make_result
 
 CaseT = TypeVar("CaseT")
+T = TypeVar("T")
 
 
-async def wait_thread_event(event: threading.Event, timeout: float | None, what: str) -> None:
-    """Await a ``threading.Event`` without blocking the loop (abandoned on cancellation)."""
-    if event.is_set():
-        await anyio.lowlevel.checkpoint()
-        return
-    # A parked worker thread per waiter, on a limiter of its own: waiters must never hold tokens
-    # of the default limiter, which the export's file reads and sync run() functions need, or a
-    # sweep with many windows in flight would starve its own exports and deadlock.
-    done = await anyio.to_thread.run_sync(
-        event.wait, timeout, abandon_on_cancel=True, limiter=anyio.CapacityLimiter(1)
-    )
-    if not done:
-        raise CollectionTimeout(
-            f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
-            "background and accepts the next collection after it"
-        )
-
-
-async def _leave_and_settle(participant: Participant, timeout: float | None) -> None:
-    """Leave the window; if this was the last body, wait (shielded) for the stop to finish."""
-    if get_collector().leave(participant):
-        with anyio.CancelScope(shield=True), contextlib.suppress(CollectionTimeout):
-            await wait_thread_event(participant.window.stopped, timeout, "aclprofStop")
-
-
-async def _wait_started(participant: Participant, timeout: float | None) -> None:
-    window = participant.window
-    try:
-        await wait_thread_event(window.started, timeout, "aclprofInit/aclprofStart")
-        window.check_started()
-    except BaseException:
-        await _leave_and_settle(participant, timeout)
-        raise
-
-
-async def _wait_stopped(window: Window, timeout: float | None) -> None:
+async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None) -> Any:
+    """One protocol step, awaited; *limiter* bounds concurrent exports (waiters hold no token)."""
+    if isinstance(step, Wait):
+        with anyio.CancelScope(shield=step.shield):
+            done = await step.latch.wait_async(step.timeout)
+        if not done and step.strict:
+            raise timeout_error(step.what, step.timeout)
+        return None
+    if isinstance(step, Export):
+        async with limiter if limiter is not None else contextlib.nullcontext():
+            return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
+    if isinstance(step, Parse):
+        per_device: dict[int | None, list[ProfilingTask]] = {}
+        async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
+            async for batch in batches:
+                for task in batch:
+                    per_device.setdefault(task.device, []).append(task)
+        return await _freeze(per_device)
     with anyio.CancelScope(shield=True):
-        await wait_thread_event(window.stopped, timeout, "aclprofStop/aclprofFinalize")
-    if window.stop_error is not None:
-        raise window.stop_error
+        await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root)
+    return None
 
 
-async def window_result_async(
-    profiler: ProfilerBase,
-    window: Window,
-    device: int,
-    limiter: anyio.CapacityLimiter | None = None,
-) -> ProfilingResult:
-    """Export and parse the window once (whoever asks first), then take this device's tasks.
-
-    *limiter* bounds concurrent exports; callers waiting for another's export hold no token.
-    """
-    run_dir = profiler._stopped_run_dir(window)
+async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:
+    """Run a protocol phase to its end, awaiting; exceptions of a step are thrown back into it."""
+    outcome: Any = None
+    failure: BaseException | None = None
     while True:
-        claim, event = window.claim_result()
-        if claim is None:
-            break
-        if claim is False:
-            await wait_thread_event(event, None, "the shared export")
-            continue
         try:
-            async with limiter if limiter is not None else contextlib.nullcontext():
-                profiler._emit("export_started", window)
-                began = time.monotonic()
-                files = await run_export_async(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
-            profiler._emit("export_finished", window, time.monotonic() - began)
-            began = time.monotonic()
-            per_device: dict[int | None, list[ProfilingTask]] = {}
-            rows = 0
-            async with contextlib.aclosing(aiter_file_tasks(files)) as batches:
-                async for batch in batches:
-                    rows += len(batch)
-                    for task in batch:
-                        per_device.setdefault(task.device, []).append(task)
-            result = await _freeze(per_device)
-            profiler._emit("parse_finished", window, time.monotonic() - began, rows)
-        except AprofError as exc:
-            window.publish_result(None, exc)
-        except BaseException:
-            window.publish_result(None, None)  # another caller may take over
-            raise
-        else:
-            window.publish_result(result, None)
-        break
-    return make_result(window.take(device), run_dir.name)
+            step = steps.send(outcome) if failure is None else steps.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        outcome, failure = None, None
+        try:
+            outcome = await perform_async(step, limiter)
+        except BaseException as exc:
+            failure = exc
 
 
 async def _freeze(
@@ -173,6 +121,39 @@ class SweepItem(Generic[CaseT]):
     error: BaseException | None = None
 
 
+class SweepItems(Generic[CaseT]):
+    """The items of a running :meth:`AsyncProfiler.sweep`, in the order they finish.
+
+    ``async for item in items`` (or ``await items.receive()``). Each item received frees a place
+    for the workers to start another case (see ``max_pending``).
+    """
+
+    __slots__ = ("_places", "_receive")
+
+    def __init__(self, receive: MemoryObjectReceiveStream[SweepItem[CaseT]], places: anyio.Semaphore) -> None:
+        self._receive = receive
+        self._places = places
+
+    async def receive(self) -> SweepItem[CaseT]:
+        """The next item.
+
+        :raises anyio.EndOfStream: when every case has been received
+        Cancelled: no item is lost (the stream is unchanged).
+        """
+        item = await self._receive.receive()
+        self._places.release()
+        return item
+
+    def __aiter__(self) -> SweepItems[CaseT]:
+        return self
+
+    async def __anext__(self) -> SweepItem[CaseT]:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+
 class AsyncProfiler(ProfilerBase):
     """The async twin of :class:`Profiler` (same parameters), for asyncio and trio via anyio.
 
@@ -195,10 +176,9 @@ class AsyncProfiler(ProfilerBase):
         """
         if self._manual is not None:
             raise UsageError("start() called twice without stop()")
-        participant = self._join(device_id, metrics, profile_types)
-        await _wait_started(participant, self.call_timeout)
-        self._manual = participant
-        self._record_started(participant)
+        call = self._call(device_id, metrics, profile_types)
+        await drive_async(call.enter())
+        self._manual = call
 
     async def stop(self) -> None:
         """Stop collecting (finalize when no other collection waits).
@@ -206,12 +186,10 @@ class AsyncProfiler(ProfilerBase):
         Cancellation does not interrupt it: stop/destroy/finalize are awaited shielded, bounded
         by ``call_timeout``.
         """
-        participant, self._manual = self._manual, None
-        if participant is None:
+        call, self._manual = self._manual, None
+        if call is None:
             raise UsageError("stop() called without start()")
-        get_collector().leave(participant)
-        await _wait_stopped(participant.window, self.call_timeout)
-        self._stopped_run_dir(participant.window)
+        await drive_async(call.stop())
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:
         """Export one run (default: the newest) with ``msprof.py export summary``.
@@ -284,58 +262,17 @@ class AsyncProfiler(ProfilerBase):
         """
         token = enter_profile_body()
         try:
-            participant = self._join(device_id, metrics, profile_types)
-            run = ProfileRun(participant.device)
-            await _wait_started(participant, self.call_timeout)
-            self._record_started(participant, run)
+            call = self._call(device_id, metrics, profile_types)
+            await drive_async(call.enter())
             try:
-                yield run
+                yield call.run
             except BaseException:
-                await _leave_and_settle(participant, self.call_timeout)
+                await drive_async(call.abort())
                 raise
         finally:
             exit_profile_body(token)
-        get_collector().leave(participant, consume=True)
-        await self._finish(participant, run, cleanup)
-
-    async def _finish(
-        self,
-        participant: Participant,
-        run: ProfileRun,
-        cleanup: bool,
-        limiter: anyio.CapacityLimiter | None = None,
-    ) -> ProfilingResult:
-        """Wait for the stop, then export/parse once; the caller has already left with consume=True."""
-        window = participant.window
-        done = False
-        try:
-            await _wait_stopped(window, self.call_timeout)
-            self._emit("collection_stopped", window)
-            result = await window_result_async(self, window, participant.device, limiter)
-            done = True
-        finally:
-            doomed = window.consumed(cleanup and done and window.result_error is None)
-            if doomed is not None:
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(remove_run_dir, doomed, window.key.result_path)
-        run.run_dir, run.run_id, run.result = window.run_dir, result.run_id, result
-        self.last_result = result
-        return result
-
-    def _cases_for(
-        self,
-        device: int,
-        first: tuple[CaseT, Participant] | None,
-        pending: Iterator[CaseT],
-        metrics: AicoreMetrics | int,
-        profile_types: ProfileTypes | None,
-    ) -> Iterator[tuple[CaseT, Participant]]:
-        """The worker's cases, each with its place in a window (joined just before it runs)."""
-        if first is None:
-            return
-        yield first
-        for case in pending:
-            yield case, self._join(device, metrics, profile_types)
+        call.leave()
+        await drive_async(call.finish(cleanup))
 
     @contextlib.asynccontextmanager
     async def sweep(
@@ -345,10 +282,11 @@ class AsyncProfiler(ProfilerBase):
         devices: Iterable[int] = (0,),
         *,
         export_limit: int | anyio.CapacityLimiter | None = None,
+        max_pending: int | None = None,
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
-    ) -> AsyncIterator[MemoryObjectReceiveStream[SweepItem[CaseT]]]:
+    ) -> AsyncIterator[SweepItems[CaseT]]:
         """Profile every case on the devices, pipelined; items stream out as they are parsed.
 
         ``async with profiler.sweep(cases, run, devices=[0, 1, 2, 3]) as items:
@@ -358,6 +296,11 @@ class AsyncProfiler(ProfilerBase):
         case while earlier windows export. Workers on different devices share collection windows.
         Exports run concurrently up to *export_limit* (default: CPU count).
 
+        Backpressure: at most *max_pending* cases (default: twice the number of devices) are
+        started and not yet received by the consumer; a worker waits for a free place before it
+        starts the next case. So a consumer that stops reading holds the sweep to that many
+        results in memory.
+
         A failing case never raises out of the sweep: its item carries ``error`` and the other
         cases go on. Leaving the block early (``break``) or cancelling cancels the remaining
         work: bodies leave their windows, collections are stopped, exports are killed, raw data
@@ -366,13 +309,17 @@ class AsyncProfiler(ProfilerBase):
         device_list = list(dict.fromkeys(int(d) for d in devices))
         if not device_list:
             raise UsageError("sweep() needs at least one device")
+        pending_limit = 2 * len(device_list) if max_pending is None else int(max_pending)
+        if pending_limit < 1:
+            raise UsageError(f"max_pending must be >= 1, got max_pending={max_pending}")
         if isinstance(export_limit, anyio.CapacityLimiter):
             limiter = export_limit
         else:
             limiter = anyio.CapacityLimiter(export_limit or os.cpu_count() or 1)
+        places = anyio.Semaphore(pending_limit)
         pending = iter(cases)
         is_async = inspect.iscoroutinefunction(run)
-        send, receive = anyio.create_memory_object_stream[SweepItem[CaseT]](len(device_list))
+        send, receive = anyio.create_memory_object_stream[SweepItem[CaseT]](pending_limit)
 
         async def call_run(case: CaseT, device: int) -> None:
             if is_async:
@@ -380,20 +327,56 @@ class AsyncProfiler(ProfilerBase):
             else:
                 await anyio.to_thread.run_sync(run, case, device)
 
-        async def finish(
-            participant: Participant, case: CaseT, device: int, out: MemoryObjectSendStream[SweepItem[CaseT]]
+        async def finish(call: Call, case: CaseT, out: MemoryObjectSendStream[SweepItem[CaseT]]) -> None:
+            async with out:
+                try:
+                    result = await drive_async(call.finish(cleanup), limiter)
+                except Exception as exc:
+                    await out.send(SweepItem(case, call.device, None, exc))
+                else:
+                    await out.send(SweepItem(case, call.device, result))
+
+        async def worker(
+            device: int,
+            first: tuple[CaseT, Call] | None,
+            tg: anyio.abc.TaskGroup,
+            out: MemoryObjectSendStream[SweepItem[CaseT]],
         ) -> None:
             async with out:
-                handle = ProfileRun(device)
-                try:
-                    result = await self._finish(participant, handle, cleanup, limiter)
-                except Exception as exc:
-                    await out.send(SweepItem(case, device, None, exc))
-                else:
-                    await out.send(SweepItem(case, device, result))
+                while True:
+                    if first is not None:
+                        (case, call), first = first, None  # its place was taken with the first round
+                    else:
+                        await places.acquire()
+                        try:
+                            case = next(pending)
+                        except StopIteration:
+                            places.release()
+                            return
+                        call = self._call(device, metrics, profile_types)
+                    try:
+                        await drive_async(call.enter())
+                    except Exception as exc:
+                        await out.send(SweepItem(case, device, None, exc))
+                        continue
+                    try:
+                        await call_run(case, device)
+                    except Exception as exc:
+                        await drive_async(call.abort())
+                        await out.send(SweepItem(case, device, None, exc))
+                        continue
+                    except BaseException:
+                        await drive_async(call.abort())
+                        raise
+                    # Leave before handing over: a finish task cancelled before it runs must not
+                    # keep the window open.
+                    call.leave()
+                    tg.start_soon(finish, call, case, out.clone())
 
         # The first round joins one window atomically, so it covers every device from the start.
-        first_cases = list(itertools.islice(pending, len(device_list)))
+        first_cases = list(itertools.islice(pending, min(len(device_list), pending_limit)))
+        for _ in first_cases:
+            places.acquire_nowait()
         first_round = get_collector().join_many(
             self._key(metrics, profile_types),
             device_list[: len(first_cases)],
@@ -402,41 +385,18 @@ class AsyncProfiler(ProfilerBase):
         if first_round:
             self._remember(first_round[0].window)
 
-        async def worker(
-            device: int,
-            first: tuple[CaseT, Participant] | None,
-            tg: anyio.abc.TaskGroup,
-            out: MemoryObjectSendStream[SweepItem[CaseT]],
-        ) -> None:
-            async with out:
-                for case, participant in self._cases_for(device, first, pending, metrics, profile_types):
-                    try:
-                        await _wait_started(participant, self.call_timeout)
-                    except Exception as exc:
-                        await out.send(SweepItem(case, device, None, exc))
-                        continue
-                    self._record_started(participant)
-                    try:
-                        await call_run(case, device)
-                    except Exception as exc:
-                        await _leave_and_settle(participant, self.call_timeout)
-                        await out.send(SweepItem(case, device, None, exc))
-                        continue
-                    except BaseException:
-                        await _leave_and_settle(participant, self.call_timeout)
-                        raise
-                    # Leave before handing over: a finish task cancelled before it runs must not
-                    # keep the window open.
-                    get_collector().leave(participant, consume=True)
-                    tg.start_soon(finish, participant, case, device, out.clone())
-
         async with anyio.create_task_group() as tg:
             async with send:
                 for index, device in enumerate(device_list):
-                    first = (first_cases[index], first_round[index]) if index < len(first_cases) else None
+                    first = (
+                        (first_cases[index], self._call_of(first_round[index]))
+                        if index < len(first_cases)
+                        else None
+                    )
                     tg.start_soon(worker, device, first, tg, send.clone())
+            items = SweepItems(receive, places)
             try:
-                yield receive
+                yield items
             finally:
                 tg.cancel_scope.cancel()
                 await receive.aclose()

@@ -42,6 +42,7 @@ from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
 from ._errors import AclError, AprofError, UsageError
+from ._latch import Latch
 from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
 from ._toolkit import Toolkit
@@ -72,17 +73,104 @@ class CollectionTimeout(AprofError):
     """An aclprof call did not return within the caller's timeout (the collector still finishes it)."""
 
 
-class Window:
-    """One collection: one config, one start, one stop, one ``PROF_*`` directory."""
+class Claim(enum.Enum):
+    """What :meth:`SharedResult.claim` tells a caller to do."""
 
-    def __init__(self, key: WindowKey, collector: Collector, *, library_owned: bool) -> None:
+    PRODUCE = "produce"  # export and parse, then publish() or abandon()
+    WAIT = "wait"  # another caller produces it: wait for ``changed``, then claim again
+    READY = "ready"  # the result (or its error) is there: take()
+
+
+class SharedResult:
+    """A window's export-and-parse result, produced once and shared by the window's callers.
+
+    Every attribute is guarded by ``_lock``, except the latch, which is replaced under it.
+    """
+
+    __slots__ = ("_changed", "_consumers", "_error", "_lock", "_phase", "_tasks", "_votes")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._phase = Claim.PRODUCE  # guarded by _lock: PRODUCE (nobody yet), WAIT (running), READY
+        self._tasks: dict[int | None, tuple[ProfilingTask, ...]] = {}  # guarded by _lock
+        self._error: BaseException | None = None  # guarded by _lock
+        self._changed = Latch()  # guarded by _lock (replaced after each change)
+        self._consumers = 0  # guarded by _lock: callers that will take a share
+        self._votes: list[bool] = []  # guarded by _lock: their cleanup wishes, once each has it
+
+    def add_consumer(self) -> None:
+        with self._lock:
+            self._consumers += 1
+
+    def claim(self) -> tuple[Claim, Latch]:
+        """PRODUCE: this caller produces it; WAIT: wait for the latch and claim again; READY: take()."""
+        with self._lock:
+            phase = self._phase
+            if phase is Claim.PRODUCE:
+                self._phase = Claim.WAIT
+            return phase, self._changed
+
+    def publish(
+        self, tasks: dict[int | None, tuple[ProfilingTask, ...]] | None, error: BaseException | None
+    ) -> None:
+        """The producer's outcome: the tasks per device, or the error every caller gets."""
+        with self._lock:
+            self._phase = Claim.READY
+            self._tasks = tasks or {}
+            self._error = error
+            latch, self._changed = self._changed, Latch()
+        latch.set()
+
+    def abandon(self) -> None:
+        """The producer gave up (cancelled): the next caller to claim produces it instead."""
+        with self._lock:
+            self._phase = Claim.PRODUCE
+            latch, self._changed = self._changed, Latch()
+        latch.set()
+
+    @property
+    def error(self) -> BaseException | None:
+        with self._lock:
+            return self._error
+
+    def take(self, device: int) -> tuple[ProfilingTask, ...]:
+        """The tasks of *device* (raises the shared export/parse error)."""
+        with self._lock:
+            if self._error is not None:
+                raise self._error
+            return self._tasks.get(device, ())  # shared, immutable: no copy per caller
+
+    def release(self, cleanup: bool) -> bool:
+        """One consumer is done; True when it was the last and every consumer asked for cleanup."""
+        with self._lock:
+            self._votes.append(cleanup)
+            last = len(self._votes) == self._consumers
+            if last:
+                self._tasks = {}
+            return last and all(self._votes) and self._error is None
+
+    def settled(self) -> bool:
+        """Every consumer has had its share (nobody still needs the run)."""
+        with self._lock:
+            return len(self._votes) >= self._consumers
+
+
+class Window:
+    """One collection: one config, one start, one stop, one ``PROF_*`` directory.
+
+    The collection state is guarded by the collector's lock (``Collector._lock``) and written by
+    the collector thread or under that lock; ``started`` and ``stopped`` are latches set once by
+    the collector thread. The shared result has a lock of its own (:class:`SharedResult`).
+    """
+
+    def __init__(self, key: WindowKey, *, library_owned: bool) -> None:
         self.key = key
-        self.collector = collector
         self.library_owned = library_owned  # run dir lives in a temporary root we created
-        self.devices: list[int] = []
-        self.state = WindowState.GATHERING
-        self.bodies = 0
-        self.config: ProfilerConfig | None = None
+        self.devices: list[int] = []  # guarded by Collector._lock
+        self.state = WindowState.GATHERING  # guarded by Collector._lock
+        self.bodies = 0  # guarded by Collector._lock: bodies still running
+        self.config: ProfilerConfig | None = None  # collector thread only
+        # Set by the collector thread before ``started``/``stopped`` are set; read after them.
         self.run_dir: Path | None = None
         # PROF_* names in the result path just before the start (the run is the one that is new)
         self.runs_before: frozenset[str] = frozenset()
@@ -91,61 +179,12 @@ class Window:
         self.start_seq = 0
         self.start_error: BaseException | None = None
         self.stop_error: BaseException | None = None
-        self.started = threading.Event()
-        self.stopped = threading.Event()
-        # export + parse once, shared by the window's callers
-        self.result_lock = threading.Lock()
-        self.result_running = False
-        self.result_done = False
-        self.result: dict[int | None, tuple[ProfilingTask, ...]] = {}
-        self.result_error: BaseException | None = None
-        self.result_changed = threading.Event()
-        self.consumers = 0
-        self.cleanup_votes: list[bool] = []
+        self.started = Latch()
+        self.stopped = Latch()
+        self.shared = SharedResult()
 
-    # -- result sharing ------------------------------------------------------------------------
-    def claim_result(self) -> tuple[bool | None, threading.Event]:
-        """(True, _): produce the result; (False, event): wait for *event*; (None, _): ready."""
-        with self.result_lock:
-            if self.result_done:
-                return None, self.result_changed
-            if self.result_running:
-                return False, self.result_changed
-            self.result_running = True
-            return True, self.result_changed
-
-    def publish_result(
-        self, result: dict[int | None, tuple[ProfilingTask, ...]] | None, error: BaseException | None
-    ) -> None:
-        with self.result_lock:
-            self.result_running = False
-            if result is not None or error is not None:
-                self.result_done = True
-                self.result = result or {}
-                self.result_error = error
-            event, self.result_changed = self.result_changed, threading.Event()
-        event.set()
-
-    def take(self, device: int) -> tuple[ProfilingTask, ...]:
-        """The tasks of *device* (raises the shared export/parse error)."""
-        if self.result_error is not None:
-            raise self.result_error
-        return self.result.get(device, ())  # shared, immutable: no copy per caller
-
-    def consumed(self, cleanup: bool) -> Path | None:
-        """One caller has its result; return the run to delete when all asked for cleanup.
-
-        The caller deletes it (:func:`remove_run_dir`), off the event loop for async callers.
-        """
-        with self.result_lock:
-            self.cleanup_votes.append(cleanup)
-            last = len(self.cleanup_votes) == self.consumers
-            remove = last and all(self.cleanup_votes) and self.result_error is None
-            if last:
-                self.result = {}
-        if remove and self.library_owned and self.run_dir is not None:
-            return self.run_dir
-        return None
+    def is_stopped(self) -> bool:
+        return self.stopped.is_set()
 
     def check_started(self) -> None:
         if self.start_error is not None:
@@ -158,7 +197,7 @@ class Participant:
 
     window: Window
     device: int
-    left: bool = False
+    left: bool = False  # guarded by Collector._lock
 
 
 def make_dirs(path: Path, mode: int = 0o750) -> None:
@@ -226,7 +265,7 @@ class Collector:
                 ):
                     break
             else:
-                window = Window(key, self, library_owned=library_owned)
+                window = Window(key, library_owned=library_owned)
                 self._queue.append(window)
             window.devices.append(device)
             participant = Participant(window, device)
@@ -246,7 +285,7 @@ class Collector:
                 ):
                     break
             else:
-                window = Window(key, self, library_owned=library_owned)
+                window = Window(key, library_owned=library_owned)
                 self._queue.append(window)
             window.devices.extend(devices)
             participants = [Participant(window, device) for device in devices]
@@ -275,7 +314,7 @@ class Collector:
                 return False
             window.bodies -= 1
             if consume:
-                window.consumers += 1
+                window.shared.add_consumer()
             if window.bodies == 0:
                 if window.state is WindowState.RUNNING:
                     window.state = WindowState.STOPPING
@@ -444,13 +483,11 @@ def get_collector() -> Collector:
         return _collector
 
 
-def wait_event(event: threading.Event, timeout: float | None, what: str) -> None:
-    """Block until *event* is set, or raise :class:`CollectionTimeout`."""
-    if not event.wait(timeout):
-        raise CollectionTimeout(
-            f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
-            "background and accepts the next collection after it"
-        )
+def timeout_error(what: str, timeout: float | None) -> CollectionTimeout:
+    return CollectionTimeout(
+        f"{what} did not finish within {timeout:g} s; the collector finishes the call in the "
+        "background and accepts the next collection after it"
+    )
 
 
 def check_result_dir(path: Path) -> None:

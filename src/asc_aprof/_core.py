@@ -1,20 +1,19 @@
 """What the sync and async profilers share: configuration, window keys, results, run bookkeeping.
 
-The twins are built as *thin shells over one blocking core*: the collector (one thread, all
-aclprof calls), the export command and its checks, the sans-IO parser and the run layout are
-written once. :class:`~asc_aprof.Profiler` waits on them by blocking; :class:`AsyncProfiler`
-waits by awaiting (collector events through worker threads, the export through
-``anyio.open_process``, parsing from chunked ``anyio`` file reads). Only the waiting differs, so
-there is no generated code and no hidden event loop behind the sync API.
+The twins are *thin drivers over one protocol*: the collector (one thread, all aclprof calls),
+the per-call protocol (:mod:`asc_aprof._protocol`: every rule of joining, leaving, stopping,
+sharing the export and deleting runs), the export command, the sans-IO parser and the run layout
+are written once. :class:`~asc_aprof.Profiler` performs the protocol's steps by blocking;
+:class:`AsyncProfiler` by awaiting (collector latches woken through the event loop, the export
+through ``anyio.open_process``, parsing from chunked ``anyio`` file reads). Only the waiting
+differs, so there is no generated code and no hidden event loop behind the sync API.
 """
 
 from __future__ import annotations
 
 import contextvars
-import datetime as _dt
 import os
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 
 from ._binding import ProfileTypes, combine_profile_types
@@ -33,7 +32,8 @@ from ._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from ._layout import list_runs, resolve_run
 from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
-from ._records import ProfilingResult, ProfilingTask
+from ._protocol import Call
+from ._records import ProfilingResult
 from ._toolkit import Toolkit, discover_toolkit
 
 #: Set while a profile() body runs in this task or thread (nesting cannot work on CANN).
@@ -98,10 +98,6 @@ class ProfileRun:
         return f"ProfileRun(device={self.device}, run_id={self.run_id!r}, tasks={tasks})"
 
 
-def make_result(tasks: Iterable[ProfilingTask], run_id: str) -> ProfilingResult:
-    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc))
-
-
 class ProfilerBase:
     """State and decisions common to :class:`Profiler` and :class:`AsyncProfiler`."""
 
@@ -130,7 +126,7 @@ class ProfilerBase:
         # Every window this profiler joined, recorded at join time: a caller that gives up before
         # the start returns still owns the run the collector then makes (cleanup() must find it).
         self._windows: list[Window] = []
-        self._manual: Participant | None = None
+        self._manual: Call | None = None  # the call of a manual start(), until stop()
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -168,6 +164,16 @@ class ProfilerBase:
         self._remember(participant.window)
         return participant
 
+    def _call(
+        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None
+    ) -> Call:
+        """Join the next window for this call; the protocol's phases drive the rest."""
+        participant = self._join(device_id, metrics, profile_types)
+        return Call(self, participant, ProfileRun(participant.device))
+
+    def _call_of(self, participant: Participant) -> Call:
+        return Call(self, participant, ProfileRun(participant.device))
+
     def _remember(self, window: Window) -> None:
         if any(w is window for w in self._windows):
             return
@@ -177,22 +183,15 @@ class ProfilerBase:
 
     def _prune_windows(self) -> None:
         """Forget finished windows that neither cleanup() nor store_last_result() can need."""
-        stopped = [w for w in self._windows if w.state.value == "stopped" and w.run_dir is not None]
+        stopped = [w for w in self._windows if w.is_stopped() and w.run_dir is not None]
         newest = max(stopped, key=lambda w: w.start_seq) if stopped else None
         self._windows = [
             w
             for w in self._windows
             if w is newest
-            or w.state.value != "stopped"
+            or not w.is_stopped()
             or (self.owns_result_path and w.run_dir is not None and w.run_dir.exists())
         ]
-
-    def _record_started(self, participant: Participant, run: ProfileRun | None = None) -> None:
-        window = participant.window
-        self._emit("collection_started", window)
-        if run is not None:
-            run.run_dir = window.run_dir
-            run.run_id = window.run_dir.name if window.run_dir is not None else None
 
     def _emit(self, kind: EventKind, window: Window, seconds: float = 0.0, rows: int = 0) -> None:
         if self.progress is not None:
@@ -233,7 +232,7 @@ class ProfilerBase:
         removed: list[Path] = []
         kept: list[Window] = []
         for window in self._windows:
-            if window.state.value != "stopped" or len(window.cleanup_votes) < window.consumers:
+            if not window.is_stopped() or not window.shared.settled():
                 kept.append(window)  # still collecting, or another caller still needs it
                 continue
             if window.run_dir is not None and remove_run_dir(window.run_dir, self.result_path):

@@ -1,74 +1,53 @@
-"""The synchronous facade, ``asc.lib.profiling.Profiler``, as a thin shell over the shared core."""
+"""The synchronous facade, ``asc.lib.profiling.Profiler``: the protocol driven by blocking."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ._binding import ProfileTypes
-from ._collector import Participant, Window, get_collector, remove_run_dir, wait_event
-from ._core import (
-    ProfilerBase,
-    ProfileRun,
-    enter_profile_body,
-    exit_profile_body,
-    make_result,
-)
+from ._collector import remove_run_dir, timeout_error
+from ._core import ProfilerBase, ProfileRun, enter_profile_body, exit_profile_body
 from ._enums import AicoreMetrics
-from ._errors import AprofError, UsageError
+from ._errors import UsageError
 from ._export import run_export
+from ._protocol import Export, Parse, Step, Steps, Wait
 from ._reader import iter_file_tasks, split_by_device, summary_csvs_or_error
-from ._records import ProfilingResult
+from ._records import ProfilingResult, make_result
+
+T = TypeVar("T")
 
 
-def wait_started(participant: Participant, timeout: float | None) -> None:
-    """Block until the participant's window started; leave it on any failure or interrupt."""
-    window = participant.window
-    try:
-        wait_event(window.started, timeout, "aclprofInit/aclprofStart")
-        window.check_started()
-    except BaseException:
-        if get_collector().leave(participant):
-            window.stopped.wait(timeout)
-        raise
+def perform(step: Step) -> Any:
+    """One protocol step, done by blocking this thread."""
+    if isinstance(step, Wait):
+        if not step.latch.wait(step.timeout) and step.strict:
+            raise timeout_error(step.what, step.timeout)
+        return None
+    if isinstance(step, Export):
+        return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
+    if isinstance(step, Parse):
+        return {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(step.files)).items()}
+    remove_run_dir(step.run_dir, step.root)
+    return None
 
 
-def wait_stopped(window: Window, timeout: float | None) -> None:
-    wait_event(window.stopped, timeout, "aclprofStop/aclprofFinalize")
-    if window.stop_error is not None:
-        raise window.stop_error
-
-
-def window_result_sync(profiler: ProfilerBase, window: Window, device: int) -> ProfilingResult:
-    """Export and parse the window once (whoever comes first), then take this device's tasks."""
-    run_dir = profiler._stopped_run_dir(window)
+def drive(steps: Steps[T]) -> T:
+    """Run a protocol phase to its end, blocking; exceptions of a step are thrown back into it."""
+    outcome: Any = None
+    failure: BaseException | None = None
     while True:
-        claim, event = window.claim_result()
-        if claim is None:
-            break
-        if claim is False:
-            event.wait()
-            continue
         try:
-            profiler._emit("export_started", window)
-            began = time.monotonic()
-            files = run_export(window.key.toolkit, run_dir, timeout=profiler.export_timeout)
-            profiler._emit("export_finished", window, time.monotonic() - began)
-            began = time.monotonic()
-            result = {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(files)).items()}
-            rows = sum(len(v) for v in result.values())
-            profiler._emit("parse_finished", window, time.monotonic() - began, rows)
-        except AprofError as exc:
-            window.publish_result(None, exc)
-        except BaseException:
-            window.publish_result(None, None)  # another caller may take over
-            raise
-        else:
-            window.publish_result(result, None)
-        break
-    return make_result(window.take(device), run_dir.name)
+            step = steps.send(outcome) if failure is None else steps.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        outcome, failure = None, None
+        try:
+            outcome = perform(step)
+        except BaseException as exc:
+            failure = exc
 
 
 class Profiler(ProfilerBase):
@@ -97,22 +76,19 @@ class Profiler(ProfilerBase):
         """
         if self._manual is not None:
             raise UsageError("start() called twice without stop()")
-        participant = self._join(device_id, metrics, profile_types)
-        wait_started(participant, self.call_timeout)
-        self._manual = participant
-        self._record_started(participant)
+        call = self._call(device_id, metrics, profile_types)
+        drive(call.enter())
+        self._manual = call
 
     def stop(self) -> None:
         """Stop collecting; ``aclprofFinalize`` runs when no other collection is waiting.
 
         :raises AclError: when stop or destroy failed (finalize still ran: no device is left running)
         """
-        participant, self._manual = self._manual, None
-        if participant is None:
+        call, self._manual = self._manual, None
+        if call is None:
             raise UsageError("stop() called without start()")
-        get_collector().leave(participant)
-        wait_stopped(participant.window, self.call_timeout)
-        self._stopped_run_dir(participant.window)
+        drive(call.stop())
 
     def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:
         """Run ``msprof.py export summary`` (and ``timeline`` if asked) on one run.
@@ -169,35 +145,14 @@ class Profiler(ProfilerBase):
         """
         token = enter_profile_body()
         try:
-            participant = self._join(device_id, metrics, profile_types)
-            run = ProfileRun(participant.device)
-            wait_started(participant, self.call_timeout)
-            self._record_started(participant, run)
-            window = participant.window
+            call = self._call(device_id, metrics, profile_types)
+            drive(call.enter())
             try:
-                yield run
+                yield call.run
             except BaseException:
-                if get_collector().leave(participant):
-                    window.stopped.wait(self.call_timeout)
+                drive(call.abort())
                 raise
         finally:
             exit_profile_body(token)
-        get_collector().leave(participant, consume=True)
-        done = False
-        try:
-            try:
-                wait_stopped(window, self.call_timeout)
-            except KeyboardInterrupt:
-                # Ctrl+C while stopping: the stop is already under way; let it finish first.
-                window.stopped.wait(self.call_timeout)
-                raise
-            self._emit("collection_stopped", window)
-            result = window_result_sync(self, window, participant.device)
-            done = True
-        finally:
-            doomed = window.consumed(cleanup and done and window.result_error is None)
-            if doomed is not None:
-                remove_run_dir(doomed, window.key.result_path)
-        run.run_dir, run.run_id = window.run_dir, result.run_id
-        run.result = result
-        self.last_result = result
+        call.leave()
+        drive(call.finish(cleanup))

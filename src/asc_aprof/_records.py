@@ -116,6 +116,11 @@ class ProfilingResult:
             raise ValueError(f"malformed asc-aprof result: {exc!r}") from exc
 
 
+def make_result(tasks: Iterable[ProfilingTask], run_id: str) -> ProfilingResult:
+    """A result of *tasks* parsed now."""
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc))
+
+
 def numpy_round3(value: float) -> float:
     """``numpy.round(value, 3)``: scale by 1000, round half to even, scale back.
 
@@ -129,8 +134,9 @@ def task_time_median(tasks: Iterable[ProfilingTask], name: str | None = None, sk
     """Median duration in microseconds of one kernel's AI Core tasks, as upstream computes it.
 
     Only tasks whose type is an AI Core type (AI_CORE, AIV_SQE, AI_VECTOR_CORE, MIX_AIC, MIX_AIV,
-    KERNEL_AIVEC, KERNEL_AICORE, KERNEL_MIX_AIC, KERNEL_MIX_AIV) count. A task whose type is unknown (``N/A``: a level-0 run whose
-    task_time could not be joined) counts only when *name* names its kernel.
+    KERNEL_AIVEC, KERNEL_AICORE, KERNEL_MIX_AIC, KERNEL_MIX_AIV) count. A task whose type is unknown
+    (``N/A``: a level-0 run whose task_time could not be joined) counts only when *name* names its
+    kernel.
 
     :param tasks: usually ``ProfilingResult.tasks``, in result order (start order per device)
     :param name: the kernel to measure; defaults to the first AI Core task's name

@@ -156,7 +156,7 @@ def load_results(path: Path, args: argparse.Namespace, *, export: bool = True) -
 
             files = run_export(_toolkit_for(args), run, timeout=args.timeout)
         tasks = [t for batch in iter_file_tasks(files) for t in batch]
-        from ._core import make_result
+        from ._records import make_result
 
         results.append(make_result(tasks, run.name))
     return results
