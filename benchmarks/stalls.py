@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from asc_aprof import AsyncProfiler, Profiler, sim
-from asc_aprof._collector import Window
+from asc_aprof._collector import SharedResult
 from asc_aprof._progress import ProgressEvent
 
 from ._common import (
@@ -153,9 +153,9 @@ async def measure(mode: str, tasks: int, gc_off: bool, profile: bool) -> dict[st
 
 
 class _StepClock:
-    """Times ``Window.take`` and ``Window.consumed`` (the hand-off after the parse) while installed."""
+    """Times ``SharedResult.take`` and ``.release`` (the hand-off after the parse) while installed."""
 
-    NAMES = ("take", "consumed")
+    NAMES = ("take", "release")
 
     def __init__(self) -> None:
         self.seconds: dict[str, list[float]] = {name: [] for name in self.NAMES}
@@ -163,14 +163,14 @@ class _StepClock:
 
     def __enter__(self) -> _StepClock:
         for name in self.NAMES:
-            original = getattr(Window, name)
+            original = getattr(SharedResult, name)
             self._saved[name] = original
-            setattr(Window, name, self._wrap(name, original))
+            setattr(SharedResult, name, self._wrap(name, original))
         return self
 
     def __exit__(self, *exc: object) -> None:
         for name, original in self._saved.items():
-            setattr(Window, name, original)
+            setattr(SharedResult, name, original)
 
     def _wrap(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
@@ -223,7 +223,7 @@ def run(cfg: Config) -> Section:
                 fmt_ms(idle["max"]),
                 fmt_s(res["wall"]),
                 f"{res['gc']['gen2']} / {fmt_ms(res['gc']['gen2_max'])}",
-                f"{fmt_ms(res['steps']['take'])} / {fmt_ms(res['steps']['consumed'])}",
+                f"{fmt_ms(res['steps']['take'])} / {fmt_ms(res['steps']['release'])}",
             ]
         )
     section.tables.append(
@@ -239,7 +239,7 @@ def run(cfg: Config) -> Section:
                 "idle max",
                 "profile() wall",
                 "gen-2 GCs / longest",
-                "Window.take / .consumed",
+                "SharedResult.take / .release",
             ],
             rows,
         )
@@ -295,8 +295,8 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
             f"{fmt_ms(res['during_no_gc']['max'])}. By phase (max): parse {fmt_ms(ph['parse']['max'])}, "
             f"hand-off {fmt_ms(ph['hand-off']['max'])}, export {fmt_ms(ph['export']['max'])}, idle "
             f"baseline {fmt_ms(ph['idle before']['max'])}. {res['gc']['gen2']} full (gen-2) collections, "
-            f"the longest {fmt_ms(res['gc']['gen2_max'])}; `Window.take` took "
-            f"{fmt_ms(res['steps']['take'])}, `Window.consumed` {fmt_ms(res['steps']['consumed'])}. "
+            f"the longest {fmt_ms(res['gc']['gen2_max'])}; `SharedResult.take` took "
+            f"{fmt_ms(res['steps']['take'])}, `SharedResult.release` {fmt_ms(res['steps']['release'])}. "
             f"With the GC disabled for the run: max {fmt_ms(off['during']['max'])}, p99 "
             f"{fmt_ms(off['during']['p99'])}."
         )
@@ -321,10 +321,11 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
             f"{fmt_ms(asy['gc']['gen2_max'])} on asyncio)."
         )
     out += [
-        "Hand-off (from `parse_finished` until `profile()` returns): `Window.take` copies the device's "
-        "task list into a tuple (one C call over every task) and `Window.consumed` drops the window's "
-        "lists (one pass over every task); neither yields to the loop, so each is an O(tasks) stall "
-        "(timed in the table above).",
+        "Hand-off (from `parse_finished` until `profile()` returns): `SharedResult.take` returns the "
+        "device's shared tuple (no copy) and `SharedResult.release` drops the window's reference to "
+        "it (the caller's result keeps it alive), so both are O(1) (timed in the table above); the "
+        "per-device lists are turned into tuples and released in slices between checkpoints during "
+        "the parse.",
         "Export and collect phases: the event loop only waits there (worker threads, the export child "
         "process), so stalls in those phases come from outside the library's Python code: the "
         "machine's load (2 CPUs shared with the export child, which writes the "
