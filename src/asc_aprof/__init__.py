@@ -14,6 +14,7 @@ from ._async import AsyncProfiler, SweepItem
 from ._binding import MsprofInterface, ProfilerConfig
 from ._collector import CollectionTimeout
 from ._core import ProfileRun
+from ._discovery import discover_toolkit
 from ._enums import AicoreMetrics, ProfileType
 from ._errors import (
     AclError,
@@ -26,7 +27,7 @@ from ._errors import (
 from ._parser import TaskParser
 from ._profiler import Profiler
 from ._records import ProfilingResult, ProfilingTask, task_time_median
-from ._toolkit import Toolkit, discover_toolkit
+from ._toolkit import Toolkit
 from ._version import __version__
 
 __all__ = (

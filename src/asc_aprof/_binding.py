@@ -20,9 +20,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, NewType
 
+from ._discovery import discover_toolkit
 from ._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType
 from ._errors import AclError, InvalidArgumentError, UsageError, create_config_null_error
-from ._toolkit import Toolkit, discover_toolkit
+from ._toolkit import Toolkit
 
 #: An opaque ``aclprofConfig *`` (never NULL once returned by :meth:`MsprofInterface.create_config`).
 ProfilerConfig = NewType("ProfilerConfig", int)

@@ -26,6 +26,7 @@ from ._collector import (
     get_collector,
     remove_run_dir,
 )
+from ._discovery import discover_toolkit
 from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
 from ._errors import UsageError
 from ._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
@@ -34,7 +35,7 @@ from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from ._protocol import Call
 from ._records import ProfilingResult
-from ._toolkit import Toolkit, discover_toolkit
+from ._toolkit import Toolkit
 
 #: Set while a profile() body runs in this task or thread (nesting cannot work on CANN).
 _inside_profile: contextvars.ContextVar[bool] = contextvars.ContextVar(

@@ -1,11 +1,10 @@
-"""Finding a CANN toolkit: ``libmsprofiler.so`` and ``msprof.py``.
+"""A CANN toolkit: where ``libmsprofiler.so`` and ``msprof.py`` are, in a CANN install tree.
 
-Discovery order: ``ASCEND_HOME_PATH``, ``ASCEND_TOOLKIT_HOME``, then the default install roots
-``/usr/local/Ascend/cann`` and ``/usr/local/Ascend/ascend-toolkit/latest``. In each root the
-library is ``lib64/libmsprofiler.so`` (or ``<arch>-linux/lib64/libmsprofiler.so``) and the export
-script ``tools/profiler/profiler_tool/analysis/msprof/msprof.py``. Nothing here loads the library:
-importing asc_aprof never needs CANN. The simulated toolkit (:mod:`asc_aprof.sim`) is never picked
-by discovery unless ``ASC_APROF_SIMULATE=1`` asks for it or its root is in ``ASCEND_HOME_PATH``.
+In a root (``$ASCEND_HOME_PATH``) the library is ``lib64/libmsprofiler.so`` (or
+``<arch>-linux/lib64/libmsprofiler.so``) and the export script
+``tools/profiler/profiler_tool/analysis/msprof/msprof.py``. Nothing here loads the library:
+importing asc_aprof never needs CANN. Finding a root is :mod:`asc_aprof._discovery`'s job, which
+sits above the simulator (the simulator builds a tree of this shape).
 """
 
 from __future__ import annotations
@@ -49,15 +48,15 @@ class Toolkit:
 
         :raises ToolkitNotFoundError: when the library or the script is missing there
         """
-        found = _probe_root(Path(root))
-        searched = _root_candidates(Path(root))
+        found = probe_root(Path(root))
+        searched = root_candidates(Path(root))
         if found is None:
-            raise ToolkitNotFoundError(_not_found_message(searched), searched)
+            raise ToolkitNotFoundError(not_found_message(searched), searched)
         library, script = found
         return cls(library=library, msprof_script=script, python=python or sys.executable)
 
 
-def _root_candidates(root: Path) -> list[str]:
+def root_candidates(root: Path) -> list[str]:
     arch = f"{platform.machine()}-linux"
     return [
         str(root / "lib64" / LIBRARY_NAME),
@@ -66,7 +65,7 @@ def _root_candidates(root: Path) -> list[str]:
     ]
 
 
-def _probe_root(root: Path) -> tuple[Path, Path] | None:
+def probe_root(root: Path) -> tuple[Path, Path] | None:
     root = root.expanduser()
     arch = f"{platform.machine()}-linux"
     script = root / MSPROF_SCRIPT
@@ -78,7 +77,7 @@ def _probe_root(root: Path) -> tuple[Path, Path] | None:
     return None
 
 
-def _not_found_message(searched: list[str]) -> str:
+def not_found_message(searched: list[str]) -> str:
     listing = "\n".join(f"  - {place}" for place in searched)
     return (
         "no CANN toolkit found (need lib64/libmsprofiler.so and "
@@ -88,30 +87,3 @@ def _not_found_message(searched: list[str]) -> str:
         "Without an NPU, use the simulated toolkit: "
         f"toolkit=asc_aprof.sim.toolkit() or {SIMULATE_VARIABLE}=1."
     )
-
-
-def discover_toolkit(environ: Mapping[str, str] | None = None) -> Toolkit:
-    """Find the toolkit the way CANN's own scripts would.
-
-    :raises ToolkitNotFoundError: listing every place searched
-    """
-    env = os.environ if environ is None else environ
-    if env.get(SIMULATE_VARIABLE, "") not in ("", "0"):
-        from . import sim
-
-        return sim.toolkit()
-    searched: list[str] = []
-    roots: list[Path] = []
-    for variable in ROOT_VARIABLES:
-        value = env.get(variable)
-        if value:
-            roots.append(Path(value))
-        else:
-            searched.append(f"${variable} (not set)")
-    roots.extend(Path(p) for p in DEFAULT_ROOTS)
-    for root in roots:
-        found = _probe_root(root)
-        if found is not None:
-            return Toolkit(library=found[0], msprof_script=found[1])
-        searched.extend(_root_candidates(root))
-    raise ToolkitNotFoundError(_not_found_message(searched), searched)

@@ -19,16 +19,15 @@ from typing import Any, Final
 
 import anyio
 
+from ._discovery import discover_toolkit
 from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
-from ._layout import RUN_PATTERN, find_summary_csvs, list_runs
-from ._reader import iter_file_tasks
+from ._layout import find_summary_csvs
 from ._records import ProfilingResult
+from ._report import load_json, report, runs_of
+from ._report import load_results as load_results_of
 from ._stats import KernelChange, KernelStats, compare_tasks, kernel_stats
-from ._toolkit import Toolkit, discover_toolkit
-
-REPORT_FORMAT: Final = "asc-aprof.report"
-REPORT_VERSION: Final = 1
+from ._toolkit import Toolkit
 
 
 class CliError(Exception):
@@ -108,23 +107,6 @@ def fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-# -- loading runs ---------------------------------------------------------------------------------------
-def runs_of(path: Path) -> list[Path]:
-    """A ``PROF_*`` run itself, or every run in a result directory."""
-    if not path.exists():
-        raise CliError(f"{path}: no such file or directory")
-    if RUN_PATTERN.match(path.name) and path.is_dir():
-        return [path]
-    if path.is_dir():
-        runs = list_runs(path)
-        if not runs:
-            raise CliError(
-                f"{path}: no PROF_* run in this directory (give a result directory or a PROF_* run)"
-            )
-        return runs
-    raise CliError(f"{path}: not a result directory, a PROF_* run or an asc-aprof JSON report")
-
-
 def _toolkit_for(args: argparse.Namespace) -> Toolkit:
     if getattr(args, "simulate", False):
         from . import sim
@@ -134,41 +116,13 @@ def _toolkit_for(args: argparse.Namespace) -> Toolkit:
 
 
 def load_results(path: Path, args: argparse.Namespace, *, export: bool = True) -> list[ProfilingResult]:
-    """Results from a JSON report/result file, a result directory or a PROF_* run."""
+    """Results from a JSON report/result file, a result directory or a PROF_* run (see _report)."""
     if path.is_file() and path.suffix == ".json":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CliError(f"{path}: cannot read JSON: {exc}") from exc
-        try:
-            if data.get("format") == REPORT_FORMAT:
-                return [ProfilingResult.from_dict(r) for r in data["runs"]]
-            return [ProfilingResult.from_dict(data)]
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CliError(f"{path}: {exc}") from exc
-    results = []
-    for run in runs_of(path):
-        files = find_summary_csvs(run)
-        if not files:
-            if not export:
-                raise CliError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
-            from ._export import run_export
-
-            files = run_export(_toolkit_for(args), run, timeout=args.timeout)
-        tasks = [t for batch in iter_file_tasks(files) for t in batch]
-        from ._records import make_result
-
-        results.append(make_result(tasks, run.name))
-    return results
-
-
-def report(results: Sequence[ProfilingResult], stats: Sequence[KernelStats]) -> dict[str, Any]:
-    return {
-        "format": REPORT_FORMAT,
-        "version": REPORT_VERSION,
-        "runs": [r.to_dict() for r in results],
-        "kernels": [s.to_dict() for s in stats],
-    }
+        return load_json(path)
+    runs = runs_of(path)
+    needs_export = export and any(not find_summary_csvs(run) for run in runs)
+    toolkit = _toolkit_for(args) if needs_export else None
+    return load_results_of(path, toolkit=toolkit, export_timeout=args.timeout)
 
 
 def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:

@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from ._async import AsyncProfiler
+from ._discovery import discover_toolkit
 from ._errors import ToolkitNotFoundError
 from ._profiler import Profiler
 from ._records import AICORE_TASK_TYPES, ProfilingResult, task_time_median
-from ._toolkit import Toolkit, discover_toolkit
+from ._toolkit import Toolkit
 
 _RECORDS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 _RESULTS_KEY = pytest.StashKey[list[ProfilingResult]]()
@@ -111,8 +112,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
     path = config.getoption("--aprof-json")
     if path:
+        from ._report import report
         from ._stats import kernel_stats
-        from .cli import report
 
         results = config.stash[_RESULTS_KEY]
         data = report(results, kernel_stats([t for r in results for t in r.tasks]))

@@ -1,0 +1,100 @@
+"""Imports only go down: the core never imports the simulator, the CLI or the plugin, and no module
+imports itself back through another (imports, lazy ones included, form no cycle)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import asc_aprof
+
+PACKAGE = Path(asc_aprof.__file__).parent
+APPS = {"asc_aprof.sim", "asc_aprof.cli", "asc_aprof.pytest_plugin"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _nodes(tree: ast.Module) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:`` (annotations only, never run)."""
+    skipped = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for n in ast.walk(block)
+    }
+    return [n for n in ast.walk(tree) if id(n) not in skipped]
+
+
+def top_level_imports(path: Path) -> set[str]:
+    """asc_aprof modules a module imports, at module level or lazily in a function."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    found: set[str] = set()
+    for node in _nodes(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            if target.startswith("asc_aprof"):
+                found.add(target)
+                for alias in node.names:
+                    candidate = f"{target}.{alias.name}"
+                    where = PACKAGE.parent / Path(*candidate.split("."))
+                    if where.with_suffix(".py").exists() or (where / "__init__.py").exists():
+                        found.add(candidate)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("asc_aprof"))
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): top_level_imports(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_the_core_never_imports_the_apps() -> None:
+    for module, imports in graph().items():
+        if any(module == app or module.startswith(app + ".") for app in APPS):
+            continue
+        allowed = {"asc_aprof.sim"} if module == "asc_aprof._discovery" else set()  # opt-in, lazily
+        assert not (imports & APPS) - allowed, f"{module} imports {imports & APPS}"
+
+
+def test_apps_share_service_modules_never_each_other() -> None:
+    edges = graph()
+    assert not edges["asc_aprof.pytest_plugin"] & {"asc_aprof.cli"}
+    assert not edges["asc_aprof.cli"] & {"asc_aprof.pytest_plugin"}
+
+
+def test_imports_have_no_cycle() -> None:
+    edges = {m: {i for i in imps if i != "asc_aprof" and i != m} for m, imps in graph().items()}
+    state: dict[str, int] = {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for nxt in sorted(edges.get(module, ())):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*path, module, nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, module])
+        state[module] = 2
+
+    for module in sorted(edges):
+        if module not in state:
+            visit(module, [])
+
+
+def test_import_asc_aprof_loads_no_app_and_no_optional_dependency() -> None:
+    code = (
+        "import sys, asc_aprof; "
+        "bad = [m for m in sys.modules if m in ('asc_aprof.sim', 'asc_aprof.cli', 'asc_aprof.pytest_plugin',"
+        " 'rich', 'numpy', 'torch', 'pandas', 'polars', 'trio')]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
