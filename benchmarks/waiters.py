@@ -120,7 +120,7 @@ def run(cfg: Config) -> Section:
     )
     rows = []
     for backend in ("asyncio", "trio"):
-        r = run_child("benchmarks.waiters", ["waiting", backend])
+        r = run_child("waiters", ["waiting", backend])
         rows.append(
             [backend, str(r["baseline"]), str(r["peak_waiting"]), f"+{r['peak_waiting'] - r['baseline']}"]
         )
@@ -135,7 +135,7 @@ def run(cfg: Config) -> Section:
     section.tables.append(Table("Threads", ["backend", "baseline", "peak while waiting", "growth"], rows))
     rows = []
     for max_pending in ("default", "4"):
-        r = run_child("benchmarks.waiters", ["sweep", max_pending])
+        r = run_child("waiters", ["sweep", max_pending])
         rows.append([max_pending, str(r["started"]), fmt_mb(r["peak_growth"])])
         bound = (8 if max_pending == "default" else 4) + 1  # + the item the consumer read
         section.targets.append(
