@@ -33,13 +33,21 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from ._binding import ProfileTypes
 from ._collector import get_collector, remove_run_dir, timeout_error
-from ._core import ProfilerBase, ProfileRun, enter_profile_body, exit_profile_body
+from ._core import (
+    ProfilerBase,
+    ProfileRun,
+    before_manual_start,
+    enter_profile_body,
+    exit_profile_body,
+    mark_manual_start,
+)
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
 from ._protocol import Call, Export, Parse, Step, Steps, Wait
 from ._reader import aiter_file_tasks, summary_csvs_or_error
 from ._records import ProfilingResult, ProfilingTask, make_result
+from ._runguard import exporting_async, wait_for_export_async
 
 CaseT = TypeVar("CaseT")
 T = TypeVar("T")
@@ -54,7 +62,8 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, Export):
-        async with limiter if limiter is not None else contextlib.nullcontext():
+        # The run's slot first: waiting for another export of it must not hold a limiter token.
+        async with exporting_async(step.run_dir), (limiter or contextlib.nullcontext()):
             return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         per_device: dict[int | None, list[ProfilingTask]] = {}
@@ -176,9 +185,11 @@ class AsyncProfiler(ProfilerBase):
         """
         if self._manual is not None:
             raise UsageError("start() called twice without stop()")
+        before_manual_start()
         call = self._call(device_id, metrics, profile_types)
         await drive_async(call.enter())
         self._manual = call
+        mark_manual_start(call)
 
     async def stop(self) -> None:
         """Stop collecting (finalize when no other collection waits).
@@ -197,9 +208,10 @@ class AsyncProfiler(ProfilerBase):
         Cancelled: the export's process group is killed and reaped; the raw data is kept.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
-        await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)
-        if timeline:
-            await run_export_async(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
+        async with exporting_async(run_dir):
+            await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)
+            if timeline:
+                await run_export_async(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
         return run_dir
 
     async def store_result(self, run_id: str) -> ProfilingResult:
@@ -217,6 +229,7 @@ class AsyncProfiler(ProfilerBase):
         return await self._store(self._last_run_dir())
 
     async def _store(self, run_dir: Path) -> ProfilingResult:
+        await wait_for_export_async(run_dir)
         tasks: list[ProfilingTask] = []
         async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
             async for batch in batches:
@@ -232,6 +245,7 @@ class AsyncProfiler(ProfilerBase):
         closed; nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
+        await wait_for_export_async(run_dir)
         async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
             async for batch in batches:
                 for task in batch:

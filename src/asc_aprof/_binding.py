@@ -149,7 +149,7 @@ class MsprofInterface:
         mask = combine_profile_types(types)
         handle = self._lib.aclprofCreateConfig(array, len(ids), int(metric), None, mask)
         if not handle:
-            raise create_config_null_error()
+            raise create_config_null_error(ids)
         return ProfilerConfig(handle)
 
     def start(self, config: ProfilerConfig) -> None:

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
-from ._errors import AclError, AprofError, UsageError
+from ._errors import AclError, AprofError, UsageError, create_config_null_error
 from ._latch import Latch
 from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
@@ -87,7 +87,17 @@ class SharedResult:
     Every attribute is guarded by ``_lock``, except the latch, which is replaced under it.
     """
 
-    __slots__ = ("_changed", "_consumers", "_error", "_lock", "_phase", "_tasks", "_votes")
+    __slots__ = (
+        "_changed",
+        "_cleanup_requested",
+        "_consumers",
+        "_error",
+        "_lock",
+        "_phase",
+        "_removal_claimed",
+        "_tasks",
+        "_votes",
+    )
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,6 +107,8 @@ class SharedResult:
         self._changed = Latch()  # guarded by _lock (replaced after each change)
         self._consumers = 0  # guarded by _lock: callers that will take a share
         self._votes: list[bool] = []  # guarded by _lock: their cleanup wishes, once each has it
+        self._cleanup_requested = False  # guarded by _lock: cleanup() asked for the run's removal
+        self._removal_claimed = False  # guarded by _lock: someone removes (or removed) the run
 
     def add_consumer(self) -> None:
         with self._lock:
@@ -140,14 +152,31 @@ class SharedResult:
                 raise self._error
             return self._tasks.get(device, ())  # shared, immutable: no copy per caller
 
-    def release(self, cleanup: bool) -> bool:
-        """One consumer is done; True when it was the last and every consumer asked for cleanup."""
+    def release(self, cleanup: bool) -> None:
+        """One consumer is done with its share; *cleanup* is its wish to delete the run."""
         with self._lock:
             self._votes.append(cleanup)
-            last = len(self._votes) == self._consumers
-            if last:
+            if len(self._votes) >= self._consumers:
                 self._tasks = {}
-            return last and all(self._votes) and self._error is None
+
+    def request_cleanup(self) -> None:
+        """``cleanup()`` wants the run gone, whatever the votes, once nobody needs it."""
+        with self._lock:
+            self._cleanup_requested = True
+
+    def claim_removal(self) -> bool:
+        """True once, for whoever should delete the run now that nobody needs it.
+
+        Nobody needs it when every consumer has had its share; it is deleted when every one asked
+        for cleanup and the result has no error, or when ``cleanup()`` asked for it.
+        """
+        with self._lock:
+            if self._removal_claimed or len(self._votes) < self._consumers:
+                return False
+            voted = bool(self._votes) and all(self._votes) and self._error is None
+            wanted = voted or self._cleanup_requested
+            self._removal_claimed = wanted
+            return wanted
 
     def settled(self) -> bool:
         """Every consumer has had its share (nobody still needs the run)."""
@@ -178,6 +207,8 @@ class Window:
         #: order of the start among all windows of the collector (set on the collector thread)
         self.start_seq = 0
         self.start_error: BaseException | None = None
+        #: errors of single devices the collection could not include (the others went ahead)
+        self.device_errors: dict[int, BaseException] = {}
         self.stop_error: BaseException | None = None
         self.started = Latch()
         self.stopped = Latch()
@@ -186,9 +217,19 @@ class Window:
     def is_stopped(self) -> bool:
         return self.stopped.is_set()
 
-    def check_started(self) -> None:
-        if self.start_error is not None:
-            raise self.start_error
+    def check_started(self, device: int) -> None:
+        error = self.device_errors.get(device, self.start_error)
+        if error is not None:
+            raise error
+
+    def claim_removal(self) -> bool:
+        """True once, when the run is the library's, the collection stopped and nobody needs it."""
+        return (
+            self.library_owned
+            and self.run_dir is not None
+            and self.stopped.is_set()
+            and self.shared.claim_removal()
+        )
 
 
 @dataclass(eq=False, slots=True)
@@ -376,7 +417,10 @@ class Collector:
             wanted = (key.toolkit.library, key.result_path)
             if self._inited != wanted:
                 self._finalize([])
-                make_dirs(key.result_path)
+                try:
+                    make_dirs(key.result_path)
+                except (OSError, ValueError) as exc:
+                    raise UsageError(f"cannot create the result path {key.result_path}: {exc}") from exc
                 iface.init(key.result_path)
                 self._inited = wanted
             with self._lock:
@@ -389,7 +433,7 @@ class Collector:
             if not devices:
                 self._after_window(window, [])
                 return
-            config = iface.create_config(sorted(devices), key.metrics, key.types)
+            config = self._create_config(iface, window, devices)
             window.runs_before = run_names(key.result_path)
             try:
                 iface.start(config)
@@ -417,6 +461,33 @@ class Collector:
         window.started.set()
         if stop_now:
             self._stop_window(window)
+
+    def _create_config(self, iface: MsprofInterface, window: Window, devices: list[int]) -> ProfilerConfig:
+        """The window's config; devices CANN refuses alone are left out with an error of their own.
+
+        A NULL for several devices is looked at device by device, so one caller's bad device id
+        does not fail the callers that share its window.
+        """
+        key = window.key
+        try:
+            return iface.create_config(sorted(devices), key.metrics, key.types)
+        except AclError as exc:
+            if exc.code != 100000 or len(devices) < 2:
+                raise
+            bad = [d for d in devices if not self._accepts(iface, d, key)]
+            if not bad or len(bad) == len(devices):
+                raise
+        for device in bad:
+            window.device_errors[device] = create_config_null_error([device])
+        return iface.create_config(sorted(d for d in devices if d not in bad), key.metrics, key.types)
+
+    def _accepts(self, iface: MsprofInterface, device: int, key: WindowKey) -> bool:
+        try:
+            config = iface.create_config([device], key.metrics, key.types)
+        except AclError:
+            return False
+        self._destroy(iface, config, [])
+        return True
 
     def _new_run(self, window: Window, *, final: bool) -> Path | None:
         """The PROF_* directory the window's start made: the one new since the start (see _layout).
@@ -463,6 +534,9 @@ class Collector:
             self._kick_locked()
         window.started.set()
         window.stopped.set()
+        if window.claim_removal() and window.run_dir is not None:
+            # cleanup() asked while the collection still ran, and no caller is left to do it
+            remove_run_dir(window.run_dir, window.key.result_path)
 
     # -- introspection (tests, diagnostics) -------------------------------------------------------
     def idle(self) -> bool:
@@ -490,8 +564,39 @@ def timeout_error(what: str, timeout: float | None) -> CollectionTimeout:
     )
 
 
+#: Pseudo file systems where no run can be written.
+PSEUDO_ROOTS: Final = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
 def check_result_dir(path: Path) -> None:
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"result path {path} exists and is not a directory")
-    if path.exists() and not os.access(path, os.W_OK | os.X_OK):
-        raise UsageError(f"result path {path} is not writable")
+    """Refuse a result path no collection can write into, naming it (before any collection).
+
+    The path itself, or its nearest existing ancestor, must be a writable directory; a dangling
+    symlink on the way, a file, a read-only mount, a pseudo file system, a NUL byte or a name
+    that cannot be encoded are refused.
+
+    :raises UsageError: saying what is wrong with which path
+    """
+    text = str(path)
+    if "\x00" in text:
+        raise UsageError(f"result path contains a NUL byte: {text!r}")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError as exc:
+        reason = exc.reason
+        raise UsageError(f"result path cannot be encoded for the file system ({reason}): {text!r}") from None
+    resolved = path.resolve()
+    if any(resolved == root or root in resolved.parents for root in PSEUDO_ROOTS):
+        raise UsageError(f"result path {path} is on a pseudo file system ({resolved}): use a real directory")
+    for candidate in (path, *path.parents):
+        if candidate.is_symlink() and not candidate.exists():
+            raise UsageError(f"result path {path}: {candidate} is a dangling symlink")
+        if not candidate.exists():
+            continue
+        if not candidate.is_dir():
+            what = "exists and is not a directory" if candidate == path else f"is below a file ({candidate})"
+            raise UsageError(f"result path {path} {what}")
+        if not os.access(candidate, os.W_OK | os.X_OK):
+            where = "" if candidate == path else f" (its existing parent {candidate} is not)"
+            raise UsageError(f"result path {path} is not writable{where}: read-only mount or permissions")
+        return

@@ -41,20 +41,43 @@ from ._toolkit import Toolkit
 _inside_profile: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "asc_aprof_inside_profile", default=False
 )
+#: The manual start() of this task or thread whose stop() has not come yet.
+_manual_start: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
+    "asc_aprof_manual_start", default=None
+)
+
+_NESTING = (
+    "CANN cannot overlap collections, so the new one would wait for the running one forever. "
+    "Profile several devices from separate tasks or threads instead (they share one collection window)"
+)
+
+
+def _check_not_collecting(what: str) -> None:
+    if _inside_profile.get():
+        raise UsageError(f"{what} inside a profile() block of the same task or thread: {_NESTING}")
+    pending = _manual_start.get()
+    if pending is not None and pending.profiler._manual is pending:
+        raise UsageError(
+            f"{what} while this task or thread's start() is still collecting (call stop() first): {_NESTING}"
+        )
 
 
 def enter_profile_body() -> contextvars.Token[bool]:
-    if _inside_profile.get():
-        raise UsageError(
-            "profile() nested inside another profile() in the same task or thread: CANN cannot "
-            "overlap collections, so the inner one would wait for the outer one forever. Profile "
-            "several devices from separate tasks instead (they share one collection window)"
-        )
+    _check_not_collecting("profile()")
     return _inside_profile.set(True)
 
 
 def exit_profile_body(token: contextvars.Token[bool]) -> None:
     _inside_profile.reset(token)
+
+
+def before_manual_start() -> None:
+    _check_not_collecting("start()")
+
+
+def mark_manual_start(call: Call) -> None:
+    """Remember this context's pending start() (cleared when its profiler's stop() runs)."""
+    _manual_start.set(call)
 
 
 def current_pyasc_device() -> int:
@@ -115,8 +138,8 @@ class ProfilerBase:
             self._result_path: Path | None = None
         else:
             path = Path(os.path.abspath(os.fspath(result_path)))
-            check_result_path(path)
             check_result_dir(path)
+            check_result_path(path)
             self._result_path = path
         self._toolkit = toolkit
         self.export_timeout = export_timeout
@@ -227,16 +250,23 @@ class ProfilerBase:
         return runs[-1]
 
     def _cleanup(self) -> list[Path]:
-        """Remove the runs this profiler created in the temporary root, unless still needed."""
+        """Remove the runs this profiler created in the temporary root, unless still needed.
+
+        A run still collecting, or still needed by another caller, is removed as soon as it is
+        not (by the collector or by the last caller), so a caller that gave up (a timeout) does
+        not leave its run behind.
+        """
         if not self.owns_result_path:
             return []
         removed: list[Path] = []
         kept: list[Window] = []
         for window in self._windows:
-            if not window.is_stopped() or not window.shared.settled():
-                kept.append(window)  # still collecting, or another caller still needs it
-                continue
-            if window.run_dir is not None and remove_run_dir(window.run_dir, self.result_path):
-                removed.append(window.run_dir)
+            window.shared.request_cleanup()
+            if window.claim_removal():
+                assert window.run_dir is not None
+                if remove_run_dir(window.run_dir, self.result_path):
+                    removed.append(window.run_dir)
+            elif not window.is_stopped() or not window.shared.settled():
+                kept.append(window)  # removed when done; kept here for store_last_result()
         self._windows = kept
         return removed

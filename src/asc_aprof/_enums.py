@@ -111,8 +111,8 @@ ACL_ERRORS: Final[dict[int, AclErrorInfo]] = {
 
 #: Why aclprofCreateConfig returns NULL (it never returns a code).
 CREATE_CONFIG_NULL_HINT: Final = (
-    "aclprofCreateConfig returned NULL: aicoreEvents not NULL, bad or duplicate device ids, "
-    "more devices than exist (or over 64), or no data types"
+    "a device id this machine does not have, a duplicate id, more than 64 devices, "
+    "AI Core events given, or no data types"
 )
 
 

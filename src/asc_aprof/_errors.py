@@ -36,25 +36,33 @@ class AclError(AprofError):
     :ivar hint: one line on what usually causes it
     """
 
-    def __init__(self, function: str, code: int, *, hint: str | None = None) -> None:
+    def __init__(
+        self, function: str, code: int, *, hint: str | None = None, returned: str | None = None
+    ) -> None:
         info = acl_error_info(code)
         self.function = function
         self.code = code
         self.symbol = info.symbol
         self.hint = hint if hint is not None else info.hint
-        super().__init__(f"{function} returned {code} ({self.symbol}): {self.hint}")
+        self._returned = returned
+        what = f"returned {code}" if returned is None else f"returned {returned} (reported as {code})"
+        super().__init__(f"{function} {what} ({self.symbol}): {self.hint}")
 
     def __reduce__(self) -> tuple[object, ...]:
-        return (_rebuild_acl_error, (self.function, self.code, self.hint))
+        return (_rebuild_acl_error, (self.function, self.code, self.hint, self._returned))
 
 
-def _rebuild_acl_error(function: str, code: int, hint: str) -> AclError:
-    return AclError(function, code, hint=hint)
+def _rebuild_acl_error(function: str, code: int, hint: str, returned: str | None = None) -> AclError:
+    return AclError(function, code, hint=hint, returned=returned)
 
 
-def create_config_null_error() -> AclError:
-    """The error for a NULL from ``aclprofCreateConfig`` (reported as 100000)."""
-    return AclError("aclprofCreateConfig", 100000, hint=CREATE_CONFIG_NULL_HINT)
+def create_config_null_error(devices: Sequence[int] | None = None) -> AclError:
+    """The error for a NULL from ``aclprofCreateConfig`` (reported as 100000), naming the devices."""
+    returned = "NULL"
+    if devices is not None:
+        ids = ", ".join(str(d) for d in devices)
+        returned = f"NULL for device{'s' if len(devices) != 1 else ''} {ids}"
+    return AclError("aclprofCreateConfig", 100000, hint=CREATE_CONFIG_NULL_HINT, returned=returned)
 
 
 class ToolkitNotFoundError(AprofError):

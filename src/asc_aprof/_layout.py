@@ -179,6 +179,12 @@ def resolve_run(result_path: Path, run_id: str | os.PathLike[str]) -> Path:
     :raises UsageError: for absolute ids, ``..``, symlinks out of the result path, or a missing run
     """
     text = os.fspath(run_id)
+    if "\x00" in text:
+        raise UsageError(f"run id contains a NUL byte: {text!r}")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:
+        raise UsageError(f"run id cannot be encoded for the file system: {text!r}") from None
     candidate = Path(text)
     if candidate.is_absolute() or ".." in candidate.parts or not candidate.parts:
         raise UsageError(f"run id must be a directory name inside {result_path}, got {text!r}")

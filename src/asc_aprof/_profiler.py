@@ -9,13 +9,21 @@ from typing import Any, TypeVar
 
 from ._binding import ProfileTypes
 from ._collector import remove_run_dir, timeout_error
-from ._core import ProfilerBase, ProfileRun, enter_profile_body, exit_profile_body
+from ._core import (
+    ProfilerBase,
+    ProfileRun,
+    before_manual_start,
+    enter_profile_body,
+    exit_profile_body,
+    mark_manual_start,
+)
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
 from ._protocol import Export, Parse, Step, Steps, Wait
 from ._reader import iter_file_tasks, split_by_device, summary_csvs_or_error
 from ._records import ProfilingResult, make_result
+from ._runguard import exporting, wait_for_export
 
 T = TypeVar("T")
 
@@ -27,7 +35,8 @@ def perform(step: Step) -> Any:
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, Export):
-        return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
+        with exporting(step.run_dir):
+            return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         return {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(step.files)).items()}
     remove_run_dir(step.run_dir, step.root)
@@ -76,9 +85,11 @@ class Profiler(ProfilerBase):
         """
         if self._manual is not None:
             raise UsageError("start() called twice without stop()")
+        before_manual_start()
         call = self._call(device_id, metrics, profile_types)
         drive(call.enter())
         self._manual = call
+        mark_manual_start(call)
 
     def stop(self) -> None:
         """Stop collecting; ``aclprofFinalize`` runs when no other collection is waiting.
@@ -98,9 +109,10 @@ class Profiler(ProfilerBase):
         :raises ExportError: on failure, timeout or when no CSV was written (raw data is kept)
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
-        run_export(self.toolkit, run_dir, timeout=self.export_timeout)
-        if timeline:
-            run_export(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
+        with exporting(run_dir):
+            run_export(self.toolkit, run_dir, timeout=self.export_timeout)
+            if timeline:
+                run_export(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
         return run_dir
 
     def store_result(self, run_id: str) -> ProfilingResult:
@@ -116,6 +128,7 @@ class Profiler(ProfilerBase):
         return self._store(self._last_run_dir())
 
     def _store(self, run_dir: Path) -> ProfilingResult:
+        wait_for_export(run_dir)
         tasks = [t for batch in iter_file_tasks(summary_csvs_or_error(run_dir)) for t in batch]
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result

@@ -119,7 +119,7 @@ class Call:
         window = self.window
         try:
             yield Wait(window.started, self.profiler.call_timeout, START)
-            window.check_started()
+            window.check_started(self.device)
         except BaseException:
             yield from self.abort()
             raise
@@ -153,8 +153,11 @@ class Call:
             result = make_result(window.shared.take(self.device), run_dir.name)
         except BaseException:
             window.shared.release(False)  # an error or cancellation keeps the raw data
+            if window.claim_removal() and window.run_dir is not None:
+                yield Remove(window.run_dir, window.key.result_path)  # cleanup() asked meanwhile
             raise
-        if window.shared.release(cleanup) and window.library_owned:
+        window.shared.release(cleanup)
+        if window.claim_removal():
             yield Remove(run_dir, window.key.result_path)
         self.run.run_dir, self.run.run_id, self.run.result = run_dir, result.run_id, result
         self.profiler.last_result = result
