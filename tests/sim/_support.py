@@ -1,7 +1,9 @@
 """Shared pieces of the simulator tests: raw CANN prototypes over ctypes, collect / export helpers.
 
 The library is driven through raw ctypes (not asc_aprof's binding) so these tests pin the
-simulator itself.
+simulator itself. The real runs and the real msprof.py, the judges of what the simulator writes,
+are read from the shared reference folder beside the checkout (``ASC_APROF_REFERENCE`` overrides
+where it is); tests that need them skip when it is absent.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import csv
 import ctypes
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import pytest
 
 from asc_aprof import sim
 
@@ -22,6 +27,7 @@ AICORE_METRICS = 0x4
 L2CACHE = 0x10
 MSPROFTX = 0x80
 TASK_TIME_L0 = 0x800
+PROF_AICPU_MODEL = 0x4000000000000000  # internal: aclprofCreateConfig ORs it in
 DEFAULT_TYPES = TASK_TIME | AICORE_METRICS | L2CACHE
 PIPE_UTILIZATION = 1
 
@@ -117,14 +123,21 @@ def prof_dirs(base: Path) -> list[Path]:
 
 
 def collect(
-    acl: Acl, base: Path, devices: Sequence[int] = (0,), types: int = DEFAULT_TYPES, **launch: object
+    acl: Acl,
+    base: Path,
+    devices: Sequence[int] = (0,),
+    types: int = DEFAULT_TYPES,
+    *,
+    metric: int = PIPE_UTILIZATION,
+    name: str = "Addcmul",
+    **launch: object,
 ) -> Path:
     """One complete init → start → launch → stop → finalize run; returns its PROF dir."""
     assert acl.init(base) == 0
-    cfg = acl.config(devices, types)
+    cfg = acl.config(devices, types, metric)
     assert acl.start(cfg) == 0
     for device in devices:
-        assert sim.launch("Addcmul", device=device, **launch) > 0  # type: ignore[arg-type]
+        assert sim.launch(name, device=device, **launch) > 0  # type: ignore[arg-type]
     assert acl.stop(cfg) == 0
     assert acl.destroy(cfg) == 0
     assert acl.finalize() == 0
@@ -153,3 +166,71 @@ def outputs(prof: Path, pattern: str) -> list[Path]:
 def read_rows(path: Path) -> list[dict[str, str]]:
     with open(path, encoding="utf-8", newline="") as file:
         return list(csv.DictReader(file))
+
+
+def header(path: Path) -> str:
+    with open(path, encoding="utf-8", newline="") as file:
+        return file.readline().rstrip("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The real runs and the real msprof.py
+
+REFERENCE = Path(
+    os.environ.get("ASC_APROF_REFERENCE") or Path(__file__).resolve().parents[3] / "shared" / "reference"
+)
+REAL_RUNS = REFERENCE / "real_runs"
+REAL_MSPROF = REFERENCE / "real_msprof" / "analysis" / "msprof" / "msprof.py"
+needs_real_runs = pytest.mark.skipif(
+    not REAL_RUNS.is_dir(), reason=f"the real runs are not at {REAL_RUNS} (set ASC_APROF_REFERENCE)"
+)
+needs_real_msprof = pytest.mark.skipif(
+    not (REAL_MSPROF.is_file() and REAL_RUNS.is_dir()),
+    reason=f"the real msprof.py and runs are not under {REFERENCE} (set ASC_APROF_REFERENCE)",
+)
+
+
+def real_expected(run: str, kind: str) -> Path:
+    """The CSV of *kind* the collecting host exported for the real run *run*."""
+    (path,) = sorted((REAL_RUNS / run / "expected").glob(f"{kind}_*.csv"))
+    return path
+
+
+def real_prof(run: str) -> Path:
+    """The raw ``PROF_*`` directory of the real run *run* (read-only: copy it before exporting)."""
+    (path,) = sorted((REAL_RUNS / run).glob("PROF_*"))
+    return path
+
+
+def copy_real_prof(run: str, into: Path) -> Path:
+    """A writable copy of a real run's ``PROF_*`` directory under *into*."""
+    source = real_prof(run)
+    target = into / source.name
+    shutil.copytree(source, target)
+    for path in [target, *target.rglob("*")]:
+        path.chmod(path.stat().st_mode | 0o200)
+    return target
+
+
+def real_msprof(*argv: str) -> subprocess.CompletedProcess[str]:
+    """The real msprof.py (its pure-Python path) with *argv*."""
+    return subprocess.run(
+        [sys.executable, str(REAL_MSPROF), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def sim_msprof(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The simulated msprof.py with *argv*."""
+    script = sim.root() / "tools/profiler/profiler_tool/analysis/msprof/msprof.py"
+    return subprocess.run(
+        [sys.executable, str(script), *argv],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

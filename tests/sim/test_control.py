@@ -54,12 +54,18 @@ def test_toolkit_env_carries_export_settings() -> None:
         "ASC_APROF_SIM_HEADER": "9.0",
         "ASC_APROF_SIM_EXPORT_LATENCY_MS": "250.0",
         "ASC_APROF_SIM_EXPORT_FAULT": "nocsv",
+        "ASC_APROF_SIM_EXPORT_TIME": "",
     }
-    assert sim.toolkit().env["ASC_APROF_SIM_EXPORT_FAULT"] == ""
+    default = sim.toolkit().env
+    assert default["ASC_APROF_SIM_EXPORT_FAULT"] == ""
+    assert default["ASC_APROF_SIM_HEADER"] == ""  # the export follows the run's CANN version
+    assert sim.toolkit(export_time=1.5e9).env["ASC_APROF_SIM_EXPORT_TIME"] == "1500000000.0"
     with pytest.raises(ValueError):
         sim.toolkit(layout="sideways")
     with pytest.raises(ValueError):
         sim.toolkit(header="7.0")
+    with pytest.raises(ValueError):
+        sim.toolkit(export_time=-1.0)
 
 
 def test_concurrent_builds_share_one_tree(tmp_path: Path) -> None:
