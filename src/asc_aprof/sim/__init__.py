@@ -235,9 +235,10 @@ class SimControl:
     def set_clock_offset(self, seconds: float) -> None:
         """Shift the simulated wall clock by *seconds* (negative: the clock stepped back).
 
-        It moves the local time in new run names, the times in ``start_info`` / ``end_info``, and
-        the start times of kernels of runs started afterwards (a device clock never runs
-        backwards within a run). :meth:`reset` sets it back to 0.
+        It moves the local time in new run names and the times in ``start_info`` / ``end_info``.
+        Kernel start times follow it only forwards: a simulated device clock never runs
+        backwards (it continues from the device's last task until :meth:`reset`), so only run
+        names and metadata show the step back. :meth:`reset` sets the offset back to 0.
         """
         if not abs(seconds) < 1e9:
             raise ValueError(f"clock offset must be a finite number of seconds below 1e9, not {seconds!r}")
