@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,9 @@ def test_export_reports_a_failed_run_and_exports_the_others(
 ) -> None:
     (good,) = make_runs(result_dir, toolkit)
     empty = result_dir / "PROF_000077_20300101000000000_00000001AAAAAAAA"
-    empty.mkdir()  # no device data: msprof.py exports nothing
+    # A device dir without info.json: msprof.py exports nothing and exits 0. (A PROF_* dir with no
+    # subdirectory at all makes the real msprof.py, and the simulated one, exit 2.)
+    (empty / "device_0" / "data").mkdir(parents=True)
     csvs = list((result_dir / good).rglob("op_summary_*.csv"))
     for csv_file in csvs:
         csv_file.unlink()
@@ -128,8 +131,8 @@ def test_export_reports_a_failed_run_and_exports_the_others(
     assert "exported 1 of 2 run(s)" in out
     assert empty.name in err and "wrote no op_summary" in err
     assert list((result_dir / good).rglob("op_summary_*.csv"))
-    (result_dir / good / "x").mkdir()
-    empty.rmdir()
+    (result_dir / good / "x" / "y").mkdir(parents=True)  # stray, not empty: msprof.py skips it
+    shutil.rmtree(empty)
     code, out, err = run_cli(capsys, "export", str(result_dir / good), "--simulate", "--timeline")
     assert code == 0 and "exported 1 of 1" in out
 

@@ -6,30 +6,49 @@ compiles nothing; the first :func:`root` / :func:`toolkit` / :func:`control` cal
 tree with the system C compiler into ``${XDG_CACHE_HOME:-~/.cache}/asc-aprof/sim-<hash>/``
 (``ASC_APROF_SIM_CACHE`` overrides the base directory).
 
-What the library models (CANN 8.5 code paths, see ``libmsprofiler_sim.c``):
+One setting drives both halves. :meth:`SimControl.configure` chooses the CANN version
+(:data:`CANN_VERSIONS`, default ``"8.5"``) and the chip (:data:`CHIPS`, default ``"910B"``) of the
+process-wide simulated library; the library writes them into every run's metadata
+(``aprofsim_cann_version``, ``aprofsim_chip`` and the real ``platform_version`` and ``pid`` in
+``host/info.json`` and ``device_N/info.json.N``), and ``msprof.py`` exports each run the way that
+version and chip would. What the library models (see ``libmsprofiler_sim.c``):
 
 - the aclprof* prototypes and their error codes: path rules of ``aclprofInit`` (100000, 100002,
   100003, 200006 under ``PROFILING_MODE=dynamic``), NULL from ``aclprofCreateConfig`` on bad
-  devices / metrics / events, 100043 without init, 100042 for a running device or "cmd mode",
-  200007 for unsupported ``dataTypeConfig`` bits, 100010 when stop's data types differ;
-- ``PROF_<counter>_<local ms time>_<pid><8 letters A-R>`` dirs with ``host/`` and ``device_N/``,
-  metadata files, dirs 0750 and files 0640; a synchronous stop that leaves the dir complete;
-- overlapping starts. **8.5**: accepted; the first active collection owns ``host/`` and the next
-  gets none, and the first stop cuts the host stream, so later kernels lose their names
+  devices or events (never for the metric), 100043 without init (before 9.1), 100042 for a
+  running device or "cmd mode", 200007 for unsupported ``dataTypeConfig`` bits, 100010 when
+  stop's data types differ; ``aclprofDestroyConfig`` fails only on NULL (a pointer that is no
+  live config is counted by :meth:`SimControl.invalid_destroys`: a double free on CANN);
+- by version: run names without a pid before 8.5 (``PROF_<counter>_<local ms time>_<16 letters
+  A-R>``) and ``..._<8-digit pid><8 letters>`` from 8.5; from 9.1 ``aclprofStart`` initialises by
+  itself (path from ``aclprofSetConfig(16, ...)`` or the working directory) and stop / finalize
+  without init return 0; on 9.2 an invalid or chip-unsupported metric fails the start with
+  100000 when the AICORE_METRICS bit is set (earlier versions collect no PMU data instead);
+- ``host/`` and ``device_N/`` dirs with metadata files, dirs 0750 and files 0640; a synchronous
+  stop that leaves the dir complete;
+- overlapping starts. **Before 9.0**: accepted; the first active collection owns ``host/`` and the
+  next gets none, and the first stop cuts the host stream, so later kernels lose their names
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
 - kernels launched with :func:`launch` (recorded only on profiled devices), modelled call
-  latencies, and injected failures (:meth:`SimControl.inject`).
+  latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
+  (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
+  same result path (:meth:`SimControl.write_foreign_run`,
+  :meth:`SimControl.foreign_run_on_next_start`).
 
-``msprof.py`` (``msprof_sim.py``) exports the real CSV shapes: the merged
-``mindstudio_profiler_output`` layout (``new``) or per-device ``device_N/summary`` files
-(``old``), ``Block Dim`` (8.5) or ``Block Num`` (9.0) headers, ``_slice_`` files, and export
-failures (exit codes, hangs with a child process, signals, no CSV, truncated or foreign CSVs).
+``msprof.py`` (``msprof_sim.py``) follows the real command line and exit statuses and exports the
+real CSV shapes: the merged ``mindstudio_profiler_output`` layout (``new``: op_summary, task_time,
+op_statistic, api_statistic, README.txt) or per-device ``device_N/summary`` files (``old``),
+``Block Dim`` (before 9.0) or ``Block Num`` headers, the chip's PMU columns, task time level 0
+(types only in task_time), ``_slice_`` files, and export failures (exit codes, hangs with a child
+process, signals, no CSV, truncated or foreign CSVs).
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
+import os
 import sys
 import threading
 from collections.abc import Sequence
@@ -39,10 +58,28 @@ from typing import Final
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
 from ._build import SimulatorBuildError, ensure_built
 
-__all__ = ["SimControl", "SimulatorBuildError", "control", "launch", "root", "toolkit"]
+__all__ = [
+    "CANN_VERSIONS",
+    "CHIPS",
+    "DEFAULT_CANN",
+    "DEFAULT_CHIP",
+    "SimControl",
+    "SimulatorBuildError",
+    "control",
+    "launch",
+    "root",
+    "toolkit",
+]
 
 LAYOUTS: Final = ("new", "old")
-HEADERS: Final = ("8.5", "9.0")
+#: CANN versions the simulated library can behave as (what changes: see the module docstring).
+CANN_VERSIONS: Final = ("8.0", "8.1", "8.2", "8.3", "8.5", "9.0", "9.1", "9.2")
+#: Chips: ``"910B"`` (A2, platform 5, ``aic_``/``aiv_`` PMU columns), ``"310B"`` (platform 7).
+CHIPS: Final = ("910B", "310B")
+DEFAULT_CANN: Final = "8.5"
+DEFAULT_CHIP: Final = "910B"
+#: Values of ``toolkit(header=...)``: force ``Block Dim`` (before 9.0) or ``Block Num`` headers.
+HEADERS: Final = CANN_VERSIONS
 TASK_TYPES: Final = ("AI_CORE", "AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV", "AI_CPU")
 FUNCTIONS: Final = (
     "aclprofInit",
@@ -70,25 +107,35 @@ def root() -> Path:
 def toolkit(
     *,
     layout: str = "new",
-    header: str = "8.5",
+    header: str | None = None,
     export_latency: float = 0.0,
     export_fault: str | None = None,
+    export_time: float | None = None,
     python: str | None = None,
 ) -> Toolkit:
     """A :class:`Toolkit` for the simulator, with export behaviour set through its ``env``.
 
+    The CANN version and chip are not set here: they are the library's
+    (:meth:`SimControl.configure`), recorded in each run, and the export follows the run.
+
     :param layout: ``"new"`` (merged ``mindstudio_profiler_output``) or ``"old"`` (per device)
-    :param header: ``"8.5"`` (``Block Dim``) or ``"9.0"`` (``Block Num``)
+    :param header: None (default) names the block columns as the run's CANN version does; a
+        version string forces that version's names (``"8.5"``: ``Block Dim``, ``"9.0"``:
+        ``Block Num``), like exporting with another CANN install
     :param export_latency: seconds ``msprof.py`` sleeps before exporting
     :param export_fault: ``exit:N``, ``hang``, ``signal:N``, ``nocsv``, ``truncate`` or ``badheader``
+    :param export_time: Unix time the export takes as "now" for its file names (default: the
+        clock), so tests can make two exports share a second or step back
     :param python: interpreter for ``msprof.py`` (default: this one)
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, not {layout!r}")
-    if header not in HEADERS:
-        raise ValueError(f"header must be one of {HEADERS}, not {header!r}")
+    if header is not None and header not in HEADERS:
+        raise ValueError(f"header must be None or one of {HEADERS}, not {header!r}")
     if not export_latency >= 0:
         raise ValueError("export_latency must be >= 0 seconds")
+    if export_time is not None and not export_time >= 0:
+        raise ValueError("export_time must be a Unix time >= 0")
     base = root()
     return Toolkit(
         library=base / "lib64" / LIBRARY_NAME,
@@ -97,9 +144,10 @@ def toolkit(
         # Every knob is set, so a stray variable in the caller's environment cannot leak in.
         env={
             "ASC_APROF_SIM_LAYOUT": layout,
-            "ASC_APROF_SIM_HEADER": header,
+            "ASC_APROF_SIM_HEADER": header or "",
             "ASC_APROF_SIM_EXPORT_LATENCY_MS": repr(export_latency * 1000),
             "ASC_APROF_SIM_EXPORT_FAULT": export_fault or "",
+            "ASC_APROF_SIM_EXPORT_TIME": "" if export_time is None else repr(float(export_time)),
         },
     )
 
@@ -118,6 +166,16 @@ class SimControl:
         c_int, c_char_p, c_uint32 = ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32
         signatures: dict[str, tuple[list[type], type | None]] = {
             "aprofsim_set_cann": ([c_int], c_int),
+            "aprofsim_get_cann": ([], c_int),
+            "aprofsim_set_chip": ([c_char_p], c_int),
+            "aprofsim_get_chip": ([], c_char_p),
+            "aprofsim_set_clock_offset_ns": ([ctypes.c_longlong], None),
+            "aprofsim_invalid_destroy_count": ([], c_int),
+            "aprofsim_write_foreign_run": (
+                [c_char_p, c_int, c_char_p, c_uint32, c_char_p, c_uint32, c_char_p, ctypes.c_size_t],
+                c_int,
+            ),
+            "aprofsim_foreign_run_on_next_start": ([c_int, c_char_p, c_uint32, c_char_p, c_uint32], c_int),
             "aprofsim_set_latency_us": ([c_char_p, ctypes.c_longlong], c_int),
             "aprofsim_inject": ([c_char_p, c_int, c_int], c_int),
             "aprofsim_clear_faults": ([], None),
@@ -130,7 +188,7 @@ class SimControl:
             "aprofsim_reset": ([], None),
             "aprofsim_launch": ([c_uint32, c_char_p, c_char_p, ctypes.c_double, c_uint32, c_uint32], c_int),
             "aprofsim_launch_ex": (
-                [c_uint32, c_char_p, c_char_p, ctypes.c_double, c_uint32, c_uint32, c_char_p],
+                [c_uint32, c_char_p, c_char_p, ctypes.c_double, c_uint32, c_uint32, c_char_p, c_char_p],
                 c_int,
             ),
         }
@@ -139,12 +197,131 @@ class SimControl:
             function.argtypes = argtypes
             function.restype = restype
 
+    def configure(self, *, cann: str | None = None, chip: str | None = None) -> None:
+        """Set the CANN version and / or the chip the library behaves as (None: unchanged).
+
+        Both are process-wide, apply from the next call, are recorded in every run made after
+        it (so its export follows), and go back to ``"8.5"`` / ``"910B"`` on :meth:`reset`.
+
+        :param cann: one of :data:`CANN_VERSIONS`
+        :param chip: one of :data:`CHIPS`
+        :raises ValueError: an unknown version or chip
+        """
+        if cann is not None and cann not in CANN_VERSIONS:
+            raise ValueError(f"cann must be one of {CANN_VERSIONS}, not {cann!r}")
+        if chip is not None and chip not in CHIPS:
+            raise ValueError(f"chip must be one of {CHIPS}, not {chip!r}")
+        if cann is not None:
+            major, minor = cann.split(".")
+            self._lib.aprofsim_set_cann(int(major) * 10 + int(minor))
+        if chip is not None:
+            self._lib.aprofsim_set_chip(chip.encode())
+
+    @property
+    def cann(self) -> str:
+        """The CANN version the library behaves as."""
+        code = int(self._lib.aprofsim_get_cann())
+        return f"{code // 10}.{code % 10}"
+
+    @property
+    def chip(self) -> str:
+        """The chip the library behaves as."""
+        return bytes(self._lib.aprofsim_get_chip()).decode()
+
     def set_cann(self, version: str) -> None:
-        """Choose the overlap behaviour: ``"8.5"`` (default) or ``"9.x"``."""
-        majors = {"8.5": 8, "9.x": 9}
-        if version not in majors:
-            raise ValueError(f"version must be '8.5' or '9.x', not {version!r}")
-        self._lib.aprofsim_set_cann(majors[version])
+        """Shorthand for ``configure(cann=version)``; ``"9.x"`` means ``"9.0"``."""
+        self.configure(cann="9.0" if version == "9.x" else version)
+
+    def set_clock_offset(self, seconds: float) -> None:
+        """Shift the simulated wall clock by *seconds* (negative: the clock stepped back).
+
+        It moves the local time in new run names and the times in ``start_info`` / ``end_info``.
+        Kernel start times follow it only forwards: a simulated device clock never runs
+        backwards (it continues from the device's last task until :meth:`reset`), so only run
+        names and metadata show the step back. :meth:`reset` sets the offset back to 0.
+        """
+        if not abs(seconds) < 1e9:
+            raise ValueError(f"clock offset must be a finite number of seconds below 1e9, not {seconds!r}")
+        self._lib.aprofsim_set_clock_offset_ns(round(seconds * 1e9))
+
+    def write_foreign_run(
+        self,
+        result_path: str | os.PathLike[str],
+        *,
+        pid: int,
+        name: str | None = None,
+        device: int = 0,
+        kernel: str = "foreign_kernel",
+        count: int = 1,
+    ) -> Path:
+        """Write a complete run into *result_path* as another process (*pid*) would, now.
+
+        The run has ``host/`` and ``device_<device>/`` with metadata carrying *pid* and the
+        current CANN version and chip, and *count* AI Core kernels named *kernel*, so it exports
+        like any other. Its name is *name*, or one made the way this CANN version makes names
+        (counter 000001: a process of its own; the pid in it from 8.5).
+
+        :returns: the new run directory
+        :raises ValueError: bad pid, name, kernel, device or count
+        :raises OSError: the directory exists or cannot be written
+        """
+        buffer = ctypes.create_string_buffer(4096)
+        code = int(
+            self._lib.aprofsim_write_foreign_run(
+                os.fsencode(result_path),
+                pid,
+                name.encode() if name is not None else None,
+                device,
+                kernel.encode(),
+                count,
+                buffer,
+                len(buffer),
+            )
+        )
+        if code == -errno.EINVAL:
+            raise ValueError(
+                "write_foreign_run: pid must be 0..99999999, name a plain directory name, kernel "
+                f"non-empty without control characters, device < 64, count <= 1e6 (got pid={pid}, "
+                f"name={name!r}, kernel={kernel!r}, device={device}, count={count})"
+            )
+        if code < 0:
+            raise OSError(-code, os.strerror(-code), os.fspath(result_path))
+        return Path(os.fsdecode(result_path)) / buffer.value.decode()
+
+    def foreign_run_on_next_start(
+        self,
+        *,
+        pid: int,
+        name: str | None = None,
+        device: int = 0,
+        kernel: str = "foreign_kernel",
+        count: int = 1,
+    ) -> None:
+        """Make the next effective ``aclprofStart`` also write a foreign run into its result path.
+
+        Models another process starting into the same result path at the same moment: when
+        the start returns, its own run and one like :meth:`write_foreign_run` writes both exist.
+        One shot; :meth:`reset` disarms it.
+
+        :raises ValueError: bad pid, name, kernel, device or count
+        """
+        code = int(
+            self._lib.aprofsim_foreign_run_on_next_start(
+                pid, name.encode() if name is not None else None, device, kernel.encode(), count
+            )
+        )
+        if code != 0:
+            raise ValueError(
+                f"foreign_run_on_next_start: bad arguments (pid={pid}, name={name!r}, kernel={kernel!r}, "
+                f"device={device}, count={count})"
+            )
+
+    def invalid_destroys(self) -> int:
+        """``aclprofDestroyConfig`` calls with a pointer that is no live config since :meth:`reset`.
+
+        They return 0, as on CANN, where they would be a double free.
+        """
+        return int(self._lib.aprofsim_invalid_destroy_count())
 
     def set_latency(
         self, *, init: float = 0.0, start: float = 0.0, stop: float = 0.0, finalize: float = 0.0
@@ -184,7 +361,11 @@ class SimControl:
         return bool(self._lib.aprofsim_is_initialized())
 
     def reset(self) -> None:
-        """Finalize whatever runs, free every config, clear faults, latencies and modes (tests)."""
+        """Finalize whatever runs, free every config, clear faults, latencies and modes (tests).
+
+        The settings go back to their defaults: CANN 8.5, chip 910B, clock offset 0, no foreign
+        run armed, no pending ``aclprofSetConfig`` path.
+        """
         self._lib.aprofsim_reset()
 
     def launch(
@@ -200,6 +381,7 @@ class SimControl:
         output_shapes: Sequence[Sequence[int]] | None = None,
         dtype: str = "FLOAT16",
         data_format: str = "FORMAT_ND",
+        binary_name: str | None = None,
     ) -> int:
         """See :func:`launch`."""
         if task_type not in TASK_TYPES:
@@ -214,12 +396,14 @@ class SimControl:
                 block_dim,
                 count,
                 tensors.encode() if tensors is not None else None,
+                binary_name.encode() if binary_name is not None else None,
             )
         )
         if recorded < 0:
             raise ValueError(
-                f"aprofsim_launch rejected its arguments ({recorded}): name must be non-empty without "
-                "control characters, duration in (0, 1e9] us, device below the device count"
+                f"aprofsim_launch rejected its arguments ({recorded}): name and binary_name must be "
+                "non-empty without control characters, duration in (0, 1e9] us, device below the "
+                "device count"
             )
         return recorded
 
@@ -265,11 +449,14 @@ def launch(
     output_shapes: Sequence[Sequence[int]] | None = None,
     dtype: str = "FLOAT16",
     data_format: str = "FORMAT_ND",
+    binary_name: str | None = None,
 ) -> int:
     """Run *count* back-to-back simulated kernels on *device*.
 
     They are recorded only while the device is being profiled; the return value says how many
-    were (0 otherwise). Shapes, when given, fill op_summary's tensor columns.
+    were (0 otherwise). Shapes, when given, fill op_summary's tensor columns. *binary_name* is the
+    name task time level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
+    binary name there, Ascend C kernels their own name; default: *name*).
 
     :raises ValueError: bad name, task type, duration or device
     """
@@ -284,4 +471,5 @@ def launch(
         output_shapes=output_shapes,
         dtype=dtype,
         data_format=data_format,
+        binary_name=binary_name,
     )

@@ -1,16 +1,37 @@
 /*
  * Simulated libmsprofiler.so for asc-aprof tests and demos (no NPU needed).
  *
- * Exports CANN's aclprof* symbols with the validation rules and error codes of CANN 8.5 (and,
- * switchable, 9.x), writes PROF_* directories laid out like CANN's, and records "kernels"
- * launched through aprofsim_launch() so the simulated msprof.py can export CSVs from them.
- * Every entry point takes one global mutex, as the real library serialises its API.
+ * Exports CANN's aclprof* symbols with the validation rules and error codes of a chosen CANN
+ * version (8.0 ... 9.2, default 8.5) and chip (910B-like, platform 5, or 310B-like, platform 7),
+ * writes PROF_* directories laid out like CANN's, and records "kernels" launched through
+ * aprofsim_launch() so the simulated msprof.py can export CSVs from them. Every entry point takes
+ * one global mutex, as the real library serialises its API.
+ *
+ * What depends on the version (real runs and hicann/runtime):
+ *   < 8.5   run names PROF_<counter>_<local ms time>_<16 letters A-R>, no pid;
+ *   >= 8.5  PROF_<counter>_<local ms time>_<8-digit pid><8 letters A-R>;
+ *   < 9.0   overlapping starts accepted (the second run gets no host data);
+ *   >= 9.0  a second start is a no-op, any stop stops every device;
+ *   >= 9.1  aclprofStart initialises by itself (path from aclprofSetConfig(ACL_PROF_PATH) or
+ *           the working directory); stop / finalize without init return 0;
+ *   >= 9.2  an invalid or chip-unsupported metric fails aclprofStart with 100000 when the
+ *           AICORE_METRICS bit is set (earlier versions ignore it and collect no PMU data).
+ * For every version aclprofCreateConfig does not look at the metric and ORs CANN's internal
+ * PROF_AICPU_MODEL bit into the data types (so a zero mask starts), and aclprofDestroyConfig fails
+ * only on NULL (a pointer that is not a live config is counted, not freed: on CANN it would be a
+ * double free).
+ *
+ * The version and chip go into every run's metadata (host/info.json and device_N/info.json.N:
+ * "aprofsim_cann_version", "aprofsim_chip", and the real "platform_version" and "pid"), so the
+ * export follows the collection. A clock offset shifts the simulated wall clock (run names,
+ * start/end info, kernel timestamps) to model a clock stepping back.
  *
  * Data files (formats are private to the simulator and msprof_sim.py):
  *   device_N/data/aprofsim_tasks.data   one line per task:
  *       "<task_id> <stream_id> <start_ns> <duration_ns> <block_dim> <task_type>"
  *   host/data/aprofsim_names.data       one TAB-separated line per run of named kernels:
- *       "<device> <stream> <first_task_id> <count> <task_type> <name> [6 tensor-info fields]"
+ *       "<device> <stream> <first_task_id> <count> <task_type> <name> <binary_name>
+ *        [6 tensor-info fields]" (binary_name empty: same as name)
  * Lines starting with '#' are comments.
  */
 #define _GNU_SOURCE
@@ -51,12 +72,37 @@ enum {
 #define MAX_TENSOR_BYTES 8192u
 
 #define PROF_TASK_TIME 0x2ull
+#define PROF_AICORE_METRICS 0x4ull
 #define PROF_MSPROFTX 0x80ull
 #define PROF_TASK_TIME_L0 0x800ull
+/* Internal bit aclprofCreateConfig ORs into every config, which is why a zero mask starts. */
+#define PROF_AICPU_MODEL 0x4000000000000000ull
 /* Every ACL_PROF_* bit CANN 8.5 accepts; anything else is 200007 at start. */
 #define PROF_SUPPORTED_MASK                                                                  \
     (0x1ull | 0x2ull | 0x4ull | 0x8ull | 0x10ull | 0x20ull | 0x40ull | 0x80ull | 0x100ull |  \
-     0x200ull | 0x800ull | 0x1000ull | 0x2000ull | 0x4000ull | 0x8000ull | 0x01000000ull)
+     0x200ull | 0x800ull | 0x1000ull | 0x2000ull | 0x4000ull | 0x8000ull | 0x01000000ull |     \
+     PROF_AICPU_MODEL)
+#define METRIC_NONE 0xFF
+/* aclprofSetConfig's ACL_PROF_PATH: where a 9.1+ auto-initialising start writes. */
+#define SET_CONFIG_PROF_PATH 16
+
+/* CANN versions as major * 10 + minor. */
+#define CANN_PID_IN_NAME 85
+#define CANN_REPEAT_START_IS_NO_OP 90
+#define CANN_START_INITIALISES 91
+#define CANN_START_CHECKS_METRIC 92
+
+enum chip { CHIP_910B, CHIP_310B, CHIP_COUNT };
+static const char *const CHIP_NAMES[CHIP_COUNT] = {"910B", "310B"};
+static const struct chip_info {
+    const char *platform_version;
+    unsigned ai_core_num, aiv_num, aic_mhz;
+    const char *hwts_mhz;
+    int unsupported_metric; /* metric the chip cannot collect (-1: none) */
+} CHIPS[CHIP_COUNT] = {
+    {"5", 20, 40, 1650, "49.999001", 7}, /* A2: no PipelineExecuteUtilization */
+    {"7", 1, 1, 1250, "47.999001", 8},   /* 310B: no MemoryAccess */
+};
 
 #define KERNEL_STREAM 2u
 #define CONTROL_STREAM 0u
@@ -140,6 +186,7 @@ typedef struct name_rec {
     uint32_t device, stream, first_task, count;
     uint8_t kind;
     char *name;
+    char *binary;  /* the kernel's binary name (level-0 task_time); may be NULL: same as name */
     char *tensors; /* may be NULL */
 } name_rec;
 
@@ -157,7 +204,19 @@ typedef struct host_state {
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_initialized;
 static char *g_result_path;
-static int g_cann_major = 8;
+static int g_cann = 85;           /* major * 10 + minor */
+static enum chip g_chip = CHIP_910B;
+static long long g_clock_offset_ns;
+static char *g_pending_path;      /* 9.1+: ACL_PROF_PATH set before any init */
+static int g_invalid_destroys;    /* destroy of a pointer that is no live config */
+/* A run "another process" writes into the result path at the next effective start. */
+static struct {
+    int armed;
+    int pid;
+    char *name;
+    uint32_t device, count;
+    char *kernel;
+} g_foreign;
 static int g_device_count = 8;
 static int g_cmd_mode;
 static int g_repeat_start; /* 9.x: a start is effective and not yet stopped */
@@ -181,6 +240,12 @@ static uint64_t realtime_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The simulated host's wall clock: the real one shifted by the test's clock offset. */
+static uint64_t wall_ns(void) {
+    long long shifted = (long long)realtime_ns() + g_clock_offset_ns;
+    return shifted > 0 ? (uint64_t)shifted : 0;
 }
 
 static uint64_t monotonic_raw_ns(void) {
@@ -348,11 +413,28 @@ static const char *metric_name(int metric) {
     }
 }
 
+/* A metric this chip can collect (0xFF, none, counts as valid). */
+static int metric_supported(int metric, enum chip chip) {
+    if (metric == METRIC_NONE) return 1;
+    return metric >= 0 && metric <= 8 && metric != CHIPS[chip].unsupported_metric;
+}
+
+/* sample.json's ai_core_metrics: A2 collects PipeUtilization's cube side as "PipeUtilizationExct". */
+static const char *aic_metric_name(int metric, enum chip chip) {
+    if (metric == 1 && chip == CHIP_910B) return "PipeUtilizationExct";
+    return metric_name(metric);
+}
+
+#define TASK_TIME_L1_BITS (PROF_TASK_TIME | 0x2000ull | 0x4000ull | 0x8000ull)
+
+/* sample.json's taskTime, as real runs spell it. */
 static const char *task_time_level(uint64_t data_type) {
-    if (data_type & (PROF_TASK_TIME | 0x2000ull | 0x4000ull | 0x8000ull)) return "l1";
+    if (data_type & TASK_TIME_L1_BITS) return "on";
     if (data_type & PROF_TASK_TIME_L0) return "l0";
     return "off";
 }
+
+static void cann_text(int cann, char *out, size_t size) { snprintf(out, size, "%d.%d", cann / 10, cann % 10); }
 
 static void local_stamp(uint64_t ns, char *out, size_t size, int with_ms, int pretty) {
     time_t secs = (time_t)(ns / 1000000000ull);
@@ -414,7 +496,7 @@ static void write_start_info(const char *path, uint64_t now) {
 }
 
 static void write_end_info(const char *path) {
-    uint64_t now = realtime_ns();
+    uint64_t now = wall_ns();
     char date[40];
     local_stamp(now, date, sizeof date, 1, 1);
     char *text = str_printf("{\"collectionDateEnd\": \"%s\", \"collectionTimeEnd\": \"%llu\", "
@@ -432,20 +514,29 @@ static void hostname_or_unknown(char *out, size_t size) {
         if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20) *p = '_';
 }
 
-static int make_host_dir(collection *c, uint64_t now) {
+/* The metadata keys every info.json carries: the real ones plus the simulator's settings. */
+static char *common_info(int pid) {
+    char hostname[256], cann[16];
+    hostname_or_unknown(hostname, sizeof hostname);
+    cann_text(g_cann, cann, sizeof cann);
+    return str_printf("\"jobInfo\": \"NA\", \"version\": \"1.0\", \"hostname\": \"%s\", \"pid\": \"%d\", "
+                      "\"OS\": \"Linux\", \"cpuNums\": %ld, \"platform_version\": \"%s\", "
+                      "\"drvVersion\": 467992, \"simulator\": \"asc-aprof aprofsim\", "
+                      "\"aprofsim_cann_version\": \"%s\", \"aprofsim_chip\": \"%s\"",
+                      hostname, pid, sysconf(_SC_NPROCESSORS_ONLN), CHIPS[g_chip].platform_version, cann,
+                      CHIP_NAMES[g_chip]);
+}
+
+static int make_host_dir(collection *c, uint64_t now, int pid) {
     char *host = coll_subdir(c, "host");
     if (host == NULL) return -1;
-    char hostname[256];
-    hostname_or_unknown(hostname, sizeof hostname);
-    char *info = str_printf(
-        "{\"jobInfo\": \"NA\", \"hostname\": \"%s\", \"pid\": \"%d\", \"OS\": \"linux\", "
-        "\"cpuNums\": %ld, \"platform_version\": \"5\", \"drvVersion\": 467992, "
-        "\"simulator\": \"asc-aprof aprofsim\", \"devices\": \"64\"}\n",
-        hostname, (int)getpid(), sysconf(_SC_NPROCESSORS_ONLN));
+    char *common = common_info(pid);
+    char *info = common ? str_printf("{%s, \"devices\": \"\", \"DeviceInfo\": []}\n", common) : NULL;
     char *info_path = str_printf("%s/info.json", host);
     char *start_path = str_printf("%s/start_info", host);
     int rc = (info == NULL || info_path == NULL || start_path == NULL) ? -1 : write_file(info_path, info);
     if (rc == 0) write_start_info(start_path, now);
+    free(common);
     free(info);
     free(info_path);
     free(start_path);
@@ -453,24 +544,33 @@ static int make_host_dir(collection *c, uint64_t now) {
     return rc;
 }
 
-static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int metric, uint64_t now) {
+static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int metric, uint64_t now,
+                           int pid) {
     char sub[32];
     snprintf(sub, sizeof sub, "device_%u", dev);
     char *path = coll_subdir(c, sub);
     if (path == NULL) return -1;
     int rc = -1;
-    char *info = str_printf(
-        "{\"jobInfo\": \"NA\", \"devices\": \"%u\", \"pid\": \"%d\", \"platform_version\": \"5\", "
-        "\"DeviceInfo\": [{\"id\": %u, \"ai_core_num\": 24, \"aiv_num\": 48, "
-        "\"aic_frequency\": \"1800\", \"hwts_frequency\": \"50\"}], "
-        "\"simulator\": \"asc-aprof aprofsim\"}\n",
-        dev, (int)getpid(), dev);
+    const struct chip_info *chip = &CHIPS[g_chip];
+    char *common = common_info(pid);
+    char *info = common ? str_printf("{%s, \"devices\": \"%u\", \"DeviceInfo\": [{\"id\": %u, "
+                                     "\"ai_core_num\": %u, \"aiv_num\": %u, \"aic_frequency\": \"%u\", "
+                                     "\"aiv_frequency\": \"%u\", \"hwts_frequency\": \"%s\"}]}\n",
+                                     common, dev, dev, chip->ai_core_num, chip->aiv_num, chip->aic_mhz,
+                                     chip->aic_mhz, chip->hwts_mhz)
+                        : NULL;
+    /* Metrics are collected only with the AICORE_METRICS bit and a metric this chip supports. */
+    int collected = (data_type & PROF_AICORE_METRICS) && metric != METRIC_NONE && metric_supported(metric, g_chip);
+    int effective = collected ? metric : METRIC_NONE;
     char *sample = str_printf(
-        "{\"devices\": \"%u\", \"ai_core_profiling_mode\": \"task-based\", "
-        "\"ai_core_metrics\": \"%s\", \"aicoreMetrics\": %d, \"dataTypeConfig\": %llu, "
-        "\"taskTime\": \"%s\", \"prof_level\": \"%s\", \"aicore_metrics_enabled\": %s}\n",
-        dev, metric_name(metric), metric, (unsigned long long)data_type, task_time_level(data_type),
-        (data_type & PROF_TASK_TIME) ? "level1" : "level0", (data_type & 0x4ull) ? "true" : "false");
+        "{\"devices\": \"%u\", \"ai_core_profiling_mode\": \"task-based\", \"ai_core_profiling\": \"%s\", "
+        "\"ai_core_metrics\": \"%s\", \"aiv_metrics\": \"%s\", \"aicoreMetrics\": %d, "
+        "\"dataTypeConfig\": %llu, \"taskTime\": \"%s\", \"prof_level\": \"%s\", "
+        "\"aicore_metrics_enabled\": %s}\n",
+        dev, collected ? "on" : "off", collected ? aic_metric_name(metric, g_chip) : "",
+        collected ? metric_name(metric) : "", effective, (unsigned long long)data_type,
+        task_time_level(data_type), (data_type & TASK_TIME_L1_BITS) ? "level1" : "level0",
+        collected ? "true" : "false");
     char *info_path = str_printf("%s/info.json.%u", path, dev);
     char *sample_path = str_printf("%s/sample.json", path);
     char *start_path = str_printf("%s/start_info.%u", path, dev);
@@ -479,6 +579,7 @@ static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int 
         write_start_info(start_path, now);
         rc = 0;
     }
+    free(common);
     free(info);
     free(sample);
     free(info_path);
@@ -505,9 +606,10 @@ static void append_control(device_state *d, enum task_kind kind, uint64_t start)
     append_task(d, rec);
 }
 
-static void write_device_data(uint32_t dev, device_state *d) {
-    char *path = str_printf("%s/device_%u/data/aprofsim_tasks.data", d->coll->dir, dev);
-    char *end_path = str_printf("%s/device_%u/end_info.%u", d->coll->dir, dev, dev);
+/* device_N/data/aprofsim_tasks.data and device_N/end_info.N of the run in *dir*. */
+static void write_tasks_file(const char *dir, uint32_t dev, const task_rec *recs, size_t n) {
+    char *path = str_printf("%s/device_%u/data/aprofsim_tasks.data", dir, dev);
+    char *end_path = str_printf("%s/device_%u/end_info.%u", dir, dev, dev);
     out_buf *ob = malloc(sizeof *ob);
     if (path != NULL && ob != NULL) {
         ob->fd = open_output(path);
@@ -515,8 +617,8 @@ static void write_device_data(uint32_t dev, device_state *d) {
         ob->len = ob->total = 0;
         if (ob->fd >= 0) {
             ob_str(ob, "# aprofsim device tasks v1: task_id stream_id start_ns duration_ns block_dim task_type\n");
-            for (size_t i = 0; i < d->n; i++) {
-                const task_rec *r = &d->recs[i];
+            for (size_t i = 0; i < n; i++) {
+                const task_rec *r = &recs[i];
                 ob_u64(ob, r->task_id);
                 ob_char(ob, ' ');
                 ob_u64(ob, r->stream);
@@ -541,54 +643,64 @@ static void write_device_data(uint32_t dev, device_state *d) {
     free(end_path);
 }
 
+static void write_device_data(uint32_t dev, device_state *d) { write_tasks_file(d->coll->dir, dev, d->recs, d->n); }
+
+/* host/data/aprofsim_names.data and host/end_info of the run in *dir*. */
+static void write_names_file(const char *dir, const name_rec *recs, size_t n) {
+    char *path = str_printf("%s/host/data/aprofsim_names.data", dir);
+    char *end_path = str_printf("%s/host/end_info", dir);
+    out_buf *ob = malloc(sizeof *ob);
+    if (path != NULL && ob != NULL) {
+        ob->fd = open_output(path);
+        ob->failed = ob->fd < 0;
+        ob->len = ob->total = 0;
+        if (ob->fd >= 0) {
+            ob_str(ob, "# aprofsim host names v2: device stream first_task_id count task_type name binary_name "
+                       "[input_shapes input_dtypes input_formats output_shapes output_dtypes "
+                       "output_formats] (TAB-separated)\n");
+            for (size_t i = 0; i < n; i++) {
+                const name_rec *r = &recs[i];
+                ob_u64(ob, r->device);
+                ob_char(ob, '\t');
+                ob_u64(ob, r->stream);
+                ob_char(ob, '\t');
+                ob_u64(ob, r->first_task);
+                ob_char(ob, '\t');
+                ob_u64(ob, r->count);
+                ob_char(ob, '\t');
+                ob_str(ob, KIND_NAMES[r->kind]);
+                ob_char(ob, '\t');
+                ob_str(ob, r->name);
+                ob_char(ob, '\t');
+                if (r->binary != NULL) ob_str(ob, r->binary);
+                if (r->tensors != NULL) {
+                    ob_char(ob, '\t');
+                    ob_str(ob, r->tensors);
+                }
+                ob_char(ob, '\n');
+            }
+            ob_flush(ob);
+            close(ob->fd);
+            write_done_marker(path, ob->total);
+        }
+    }
+    if (end_path != NULL) write_end_info(end_path);
+    free(ob);
+    free(path);
+    free(end_path);
+}
+
+static void free_name_rec(name_rec *r) {
+    free(r->name);
+    free(r->binary);
+    free(r->tensors);
+}
+
 /* Flush the names gathered so far into the owner's host/ and stop accepting more. */
 static void host_cut(void) {
     collection *c = g_host.owner;
-    if (c != NULL && !g_host.cut) {
-        char *path = str_printf("%s/host/data/aprofsim_names.data", c->dir);
-        char *end_path = str_printf("%s/host/end_info", c->dir);
-        out_buf *ob = malloc(sizeof *ob);
-        if (path != NULL && ob != NULL) {
-            ob->fd = open_output(path);
-            ob->failed = ob->fd < 0;
-            ob->len = ob->total = 0;
-            if (ob->fd >= 0) {
-                ob_str(ob, "# aprofsim host names v1: device stream first_task_id count task_type name "
-                           "[input_shapes input_dtypes input_formats output_shapes output_dtypes "
-                           "output_formats] (TAB-separated)\n");
-                for (size_t i = 0; i < g_host.n; i++) {
-                    const name_rec *r = &g_host.recs[i];
-                    ob_u64(ob, r->device);
-                    ob_char(ob, '\t');
-                    ob_u64(ob, r->stream);
-                    ob_char(ob, '\t');
-                    ob_u64(ob, r->first_task);
-                    ob_char(ob, '\t');
-                    ob_u64(ob, r->count);
-                    ob_char(ob, '\t');
-                    ob_str(ob, KIND_NAMES[r->kind]);
-                    ob_char(ob, '\t');
-                    ob_str(ob, r->name);
-                    if (r->tensors != NULL) {
-                        ob_char(ob, '\t');
-                        ob_str(ob, r->tensors);
-                    }
-                    ob_char(ob, '\n');
-                }
-                ob_flush(ob);
-                close(ob->fd);
-                write_done_marker(path, ob->total);
-            }
-        }
-        if (end_path != NULL) write_end_info(end_path);
-        free(ob);
-        free(path);
-        free(end_path);
-    }
-    for (size_t i = 0; i < g_host.n; i++) {
-        free(g_host.recs[i].name);
-        free(g_host.recs[i].tensors);
-    }
+    if (c != NULL && !g_host.cut) write_names_file(c->dir, g_host.recs, g_host.n);
+    for (size_t i = 0; i < g_host.n; i++) free_name_rec(&g_host.recs[i]);
     g_host.n = 0;
     g_host.cut = 1;
 }
@@ -612,7 +724,7 @@ static void host_release(int all) {
 static void stop_device(uint32_t dev) {
     device_state *d = &g_dev[dev];
     if (!d->running) return;
-    uint64_t now = realtime_ns();
+    uint64_t now = wall_ns();
     uint64_t t = d->clock_ns > now ? d->clock_ns : now;
     append_control(d, KIND_PROFILING_DISABLE, t);
     append_control(d, KIND_RINGBUFFER, t + 20000ull);
@@ -650,6 +762,30 @@ static sim_config *find_config(const void *p) {
 /* ------------------------------------------------------------------------------------------ */
 /* CANN API                                                                                     */
 
+/* Resolve, create and check the result path, and become initialised (the lock is held). */
+static int init_locked(const char *path) {
+    char *absolute = NULL;
+    if (path[0] == '/') {
+        absolute = strdup(path);
+    } else {
+        char *cwd = getcwd(NULL, 0);
+        if (cwd != NULL) absolute = str_printf("%s/%s", cwd, path);
+        free(cwd);
+    }
+    if (absolute == NULL) return ACL_ERROR_INVALID_FILE;
+    struct stat st;
+    char *canonical = NULL;
+    if (make_dirs(absolute) == 0 && stat(absolute, &st) == 0 && S_ISDIR(st.st_mode) &&
+        access(absolute, W_OK | X_OK) == 0)
+        canonical = realpath(absolute, NULL);
+    free(absolute);
+    if (canonical == NULL) return ACL_ERROR_INVALID_FILE;
+    free(g_result_path);
+    g_result_path = canonical;
+    g_initialized = 1;
+    return ACL_SUCCESS;
+}
+
 EXPORT int aclprofInit(const char *profilerResultPath, size_t length) {
     pthread_mutex_lock(&g_mu);
     int rc = take_fault(F_INIT);
@@ -669,27 +805,7 @@ EXPORT int aclprofInit(const char *profilerResultPath, size_t length) {
         rc = ACL_ERROR_REPEAT_INITIALIZE;
         goto out;
     }
-    char *absolute = NULL;
-    if (profilerResultPath[0] == '/') {
-        absolute = strdup(profilerResultPath);
-    } else {
-        char *cwd = getcwd(NULL, 0);
-        if (cwd != NULL) absolute = str_printf("%s/%s", cwd, profilerResultPath);
-        free(cwd);
-    }
-    rc = ACL_ERROR_INVALID_FILE;
-    if (absolute == NULL) goto out;
-    struct stat st;
-    char *canonical = NULL;
-    if (make_dirs(absolute) == 0 && stat(absolute, &st) == 0 && S_ISDIR(st.st_mode) &&
-        access(absolute, W_OK | X_OK) == 0)
-        canonical = realpath(absolute, NULL);
-    free(absolute);
-    if (canonical == NULL) goto out;
-    free(g_result_path);
-    g_result_path = canonical;
-    g_initialized = 1;
-    rc = ACL_SUCCESS;
+    rc = init_locked(profilerResultPath);
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -701,7 +817,8 @@ EXPORT int aclprofFinalize(void) {
     if (rc != 0) goto out;
     sleep_us(g_latency_us[L_FINALIZE]);
     if (!g_initialized) {
-        rc = ACL_ERROR_PROF_NOT_RUN;
+        /* 9.1+: finalize without init is a successful no-op. */
+        rc = g_cann >= CANN_START_INITIALISES ? ACL_SUCCESS : ACL_ERROR_PROF_NOT_RUN;
         goto out;
     }
     /* Finalize cancels (and flushes) whatever is still running; configs stay live. */
@@ -723,7 +840,7 @@ EXPORT void *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums, in
     if (deviceIdList == NULL && deviceNums > 0) goto out;
     if (deviceNums > MAX_DEV || deviceNums > (uint32_t)g_device_count) goto out;
     if (deviceNums == 0 && !(dataTypeConfig & PROF_MSPROFTX)) goto out;
-    if (!((aicoreMetrics >= 0 && aicoreMetrics <= 8) || aicoreMetrics == 0xFF)) goto out;
+    /* No check of aicoreMetrics here: CANN looks at the metric only at start (9.2) or never. */
     uint64_t seen = 0;
     for (uint32_t i = 0; i < deviceNums; i++) {
         uint32_t id = deviceIdList[i];
@@ -735,8 +852,9 @@ EXPORT void *aclprofCreateConfig(uint32_t *deviceIdList, uint32_t deviceNums, in
     cfg->ndev = deviceNums;
     for (uint32_t i = 0; i < deviceNums; i++) cfg->devs[i] = deviceIdList[i];
     cfg->metric = aicoreMetrics;
-    /* CANN adds the L0 bit whenever L1 task time is asked for. */
-    cfg->data_type = dataTypeConfig | ((dataTypeConfig & PROF_TASK_TIME) ? PROF_TASK_TIME_L0 : 0);
+    /* CANN adds the L0 bit whenever L1 task time is asked for, and always its internal bit. */
+    cfg->data_type = dataTypeConfig | ((dataTypeConfig & PROF_TASK_TIME) ? PROF_TASK_TIME_L0 : 0) |
+                     PROF_AICPU_MODEL;
     cfg->next = g_configs;
     g_configs = cfg;
     g_live_configs++;
@@ -749,17 +867,25 @@ EXPORT int aclprofDestroyConfig(const void *profilerConfig) {
     pthread_mutex_lock(&g_mu);
     int rc = take_fault(F_DESTROY);
     if (rc != 0) goto out;
-    rc = ACL_ERROR_INVALID_PARAM;
+    if (profilerConfig == NULL) {
+        rc = ACL_ERROR_INVALID_PARAM;
+        goto out;
+    }
+    /* CANN checks NULL only and frees anything else: an unknown pointer (a double destroy) is a
+     * double free there. The simulator returns 0 too, frees nothing and counts the misuse. */
+    rc = ACL_SUCCESS;
+    int found = 0;
     for (sim_config **pp = &g_configs; *pp != NULL; pp = &(*pp)->next) {
         if ((const void *)*pp == profilerConfig) {
             sim_config *dead = *pp;
             *pp = dead->next;
             free(dead);
             g_live_configs--;
-            rc = ACL_SUCCESS;
+            found = 1;
             break;
         }
     }
+    if (!found) g_invalid_destroys++;
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -774,17 +900,74 @@ static int config_consistent(const sim_config *cfg) {
     return g_host.refcount == 0 || g_host.data_type == cfg->data_type;
 }
 
+/* A PROF_* directory name: the pid is in it from CANN 8.5, 16 letters before. */
+static char *run_name(unsigned counter, int pid, uint64_t now) {
+    char stamp[32], letters[17];
+    local_stamp(now, stamp, sizeof stamp, 1, 0);
+    int with_pid = g_cann >= CANN_PID_IN_NAME;
+    int nletters = with_pid ? 8 : 16;
+    for (int i = 0; i < nletters; i++) letters[i] = (char)('A' + next_random() % 18u);
+    letters[nletters] = '\0';
+    if (with_pid) return str_printf("PROF_%06u_%s_%08d%s", counter, stamp, pid, letters);
+    return str_printf("PROF_%06u_%s_%s", counter, stamp, letters);
+}
+
+/* A complete run in *result_path* as another process would leave it: host/ and device_N/ with
+ * metadata carrying *pid*, *count* kernels named *kernel*. Returns 0, or -errno. */
+static int write_foreign_run(const char *result_path, int pid, const char *name, uint32_t device,
+                             const char *kernel, uint32_t count, char *out, size_t out_size) {
+    uint64_t now = wall_ns();
+    char *dir_name = name != NULL ? strdup(name) : run_name(1, pid, now);
+    if (dir_name == NULL) return -ENOMEM;
+    collection c = {0};
+    c.dir = str_printf("%s/%s", result_path, dir_name);
+    int rc = 0;
+    if (c.dir == NULL) {
+        rc = -ENOMEM;
+    } else if (mkdir(c.dir, 0750) != 0) {
+        rc = -errno;
+    } else {
+        chmod(c.dir, 0750);
+        c.dir_made = 1;
+        uint64_t types = PROF_TASK_TIME | PROF_TASK_TIME_L0 | PROF_AICORE_METRICS | PROF_AICPU_MODEL;
+        if (make_host_dir(&c, now, pid) != 0 || make_device_dir(&c, device, types, 1, now, pid) != 0) {
+            rc = -EIO;
+        } else {
+            size_t n = (size_t)count + 3;
+            task_rec *recs = calloc(n, sizeof *recs);
+            if (recs == NULL) {
+                rc = -ENOMEM;
+            } else {
+                uint64_t t = now;
+                recs[0] = (task_rec){t, CONTROL_DURATION_NS, 0, 0, CONTROL_STREAM, KIND_PROFILING_ENABLE};
+                t += CONTROL_DURATION_NS + KERNEL_GAP_NS;
+                for (uint32_t i = 0; i < count; i++) {
+                    recs[1 + i] = (task_rec){t, 10000ull, i, 1, KERNEL_STREAM, KIND_AI_CORE};
+                    t += 10000ull + KERNEL_GAP_NS;
+                }
+                recs[count + 1] = (task_rec){t, CONTROL_DURATION_NS, 1, 0, CONTROL_STREAM, KIND_PROFILING_DISABLE};
+                recs[count + 2] = (task_rec){t + 20000ull, CONTROL_DURATION_NS, 2, 0, CONTROL_STREAM, KIND_RINGBUFFER};
+                write_tasks_file(c.dir, device, recs, n);
+                free(recs);
+                name_rec names = {device, KERNEL_STREAM, 0, count, KIND_AI_CORE, (char *)kernel, NULL, NULL};
+                write_names_file(c.dir, &names, count > 0 ? 1 : 0);
+            }
+        }
+    }
+    if (rc == 0 && out != NULL && out_size > 0) snprintf(out, out_size, "%s", dir_name);
+    free(c.dir);
+    free(dir_name);
+    return rc;
+}
+
 static int start_collection(const sim_config *cfg) {
     collection *c = calloc(1, sizeof *c);
     if (c == NULL) return ACL_ERROR_PROFILING_FAILURE;
-    uint64_t now = realtime_ns();
-    char stamp[32], letters[9];
-    local_stamp(now, stamp, sizeof stamp, 1, 0);
-    for (int i = 0; i < 8; i++) letters[i] = (char)('A' + next_random() % 18u);
-    letters[8] = '\0';
+    uint64_t now = wall_ns();
     g_prof_counter = g_prof_counter >= 999999u ? 1u : g_prof_counter + 1u;
-    c->dir = str_printf("%s/PROF_%06u_%s_%08d%s", g_result_path, g_prof_counter, stamp,
-                        (int)getpid(), letters);
+    char *name = run_name(g_prof_counter, (int)getpid(), now);
+    c->dir = name ? str_printf("%s/%s", g_result_path, name) : NULL;
+    free(name);
     if (c->dir == NULL) {
         free(c);
         return ACL_ERROR_PROFILING_FAILURE;
@@ -797,7 +980,7 @@ static int start_collection(const sim_config *cfg) {
 
     /* The first active collection owns host/; later overlapping ones get none (CANN 8.5). */
     if (g_host.refcount == 0) {
-        if (make_host_dir(c, now) != 0) {
+        if (make_host_dir(c, now, (int)getpid()) != 0) {
             coll_unref(c);
             return ACL_ERROR_PROFILING_FAILURE;
         }
@@ -815,7 +998,7 @@ static int start_collection(const sim_config *cfg) {
     for (uint32_t i = 0; i < cfg->ndev; i++) {
         uint32_t dev = cfg->devs[i];
         device_state *d = &g_dev[dev];
-        if (make_device_dir(c, dev, cfg->data_type, cfg->metric, now) != 0) continue;
+        if (make_device_dir(c, dev, cfg->data_type, cfg->metric, now, (int)getpid()) != 0) continue;
         d->running = 1;
         d->coll = c;
         d->data_type = cfg->data_type;
@@ -825,6 +1008,12 @@ static int start_collection(const sim_config *cfg) {
         append_control(d, KIND_PROFILING_ENABLE, d->clock_ns);
         d->clock_ns += CONTROL_DURATION_NS + KERNEL_GAP_NS;
         c->refs++;
+    }
+    if (g_foreign.armed) {
+        /* Another process started into the same result path at the same moment. */
+        g_foreign.armed = 0;
+        write_foreign_run(g_result_path, g_foreign.pid, g_foreign.name, g_foreign.device, g_foreign.kernel,
+                          g_foreign.count, NULL, 0);
     }
     coll_unref(c);
     return ACL_SUCCESS;
@@ -836,8 +1025,13 @@ EXPORT int aclprofStart(const void *profilerConfig) {
     if (rc != 0) goto out;
     sleep_us(g_latency_us[L_START]);
     if (!g_initialized) {
-        rc = ACL_ERROR_PROF_NOT_RUN;
-        goto out;
+        if (g_cann < CANN_START_INITIALISES) {
+            rc = ACL_ERROR_PROF_NOT_RUN;
+            goto out;
+        }
+        /* 9.1+: initialise with the path aclprofSetConfig gave, or the working directory. */
+        rc = init_locked(g_pending_path != NULL ? g_pending_path : ".");
+        if (rc != ACL_SUCCESS) goto out;
     }
     const sim_config *cfg = find_config(profilerConfig);
     if (cfg == NULL) {
@@ -845,7 +1039,7 @@ EXPORT int aclprofStart(const void *profilerConfig) {
         goto out;
     }
     /* CANN 9.x: a repeated start is checked for consistency and otherwise ignored. */
-    if (g_cann_major >= 9 && g_repeat_start) {
+    if (g_cann >= CANN_REPEAT_START_IS_NO_OP && g_repeat_start) {
         rc = config_consistent(cfg) ? ACL_SUCCESS : ACL_ERROR_INVALID_PROFILING_CONFIG;
         goto out;
     }
@@ -853,12 +1047,13 @@ EXPORT int aclprofStart(const void *profilerConfig) {
         rc = ACL_ERROR_PROF_ALREADY_RUN;
         goto out;
     }
-    if (cfg->data_type == 0) {
-        rc = ACL_ERROR_INVALID_PARAM;
-        goto out;
-    }
     if (cfg->data_type & ~PROF_SUPPORTED_MASK) {
         rc = ACL_ERROR_PROF_MODULES_UNSUPPORTED;
+        goto out;
+    }
+    if (g_cann >= CANN_START_CHECKS_METRIC && (cfg->data_type & PROF_AICORE_METRICS) &&
+        !metric_supported(cfg->metric, g_chip)) {
+        rc = ACL_ERROR_INVALID_PARAM;
         goto out;
     }
     for (uint32_t i = 0; i < cfg->ndev; i++) {
@@ -868,7 +1063,7 @@ EXPORT int aclprofStart(const void *profilerConfig) {
         }
     }
     rc = start_collection(cfg);
-    if (rc == ACL_SUCCESS && g_cann_major >= 9) g_repeat_start = 1;
+    if (rc == ACL_SUCCESS && g_cann >= CANN_REPEAT_START_IS_NO_OP) g_repeat_start = 1;
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -880,7 +1075,8 @@ EXPORT int aclprofStop(const void *profilerConfig) {
     if (rc != 0) goto out;
     sleep_us(g_latency_us[L_STOP]);
     if (!g_initialized) {
-        rc = ACL_ERROR_PROF_NOT_RUN;
+        /* 9.1+: stop without init is a successful no-op. */
+        rc = g_cann >= CANN_START_INITIALISES ? ACL_SUCCESS : ACL_ERROR_PROF_NOT_RUN;
         goto out;
     }
     const sim_config *cfg = find_config(profilerConfig);
@@ -892,7 +1088,7 @@ EXPORT int aclprofStop(const void *profilerConfig) {
         rc = ACL_ERROR_INVALID_PROFILING_CONFIG;
         goto out;
     }
-    if (g_cann_major >= 9) {
+    if (g_cann >= CANN_REPEAT_START_IS_NO_OP) {
         /* 9.x stops every running device, not just the config's. */
         stop_everything();
         rc = ACL_SUCCESS;
@@ -924,14 +1120,24 @@ out:
 }
 
 EXPORT int aclprofSetConfig(int configType, const char *config, size_t configLength) {
-    (void)configType;
     pthread_mutex_lock(&g_mu);
     int rc = take_fault(F_SET_CONFIG);
     if (rc != 0) goto out;
-    if (!g_initialized)
+    if (!g_initialized && g_cann < CANN_START_INITIALISES) {
         rc = ACL_ERROR_UNINITIALIZE;
-    else if (config == NULL || configLength > MAX_SET_CONFIG_BYTES)
+    } else if (config == NULL || configLength > MAX_SET_CONFIG_BYTES) {
         rc = ACL_ERROR_INVALID_PARAM;
+    } else if (configType == SET_CONFIG_PROF_PATH && !g_initialized) {
+        /* 9.1+: remembered for the start that initialises by itself. */
+        char *path = strndup(config, configLength);
+        if (path == NULL || path[0] == '\0') {
+            free(path);
+            rc = ACL_ERROR_INVALID_PARAM;
+        } else {
+            free(g_pending_path);
+            g_pending_path = path;
+        }
+    }
 out:
     pthread_mutex_unlock(&g_mu);
     return rc;
@@ -956,14 +1162,20 @@ static int kind_of(const char *task_type) {
     return -1;
 }
 
-/* Like aprofsim_launch, plus optional tensor info (six TAB-separated fields) for op_summary. */
+static int same_text(const char *a, const char *b) {
+    return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Like aprofsim_launch, plus optional tensor info (six TAB-separated fields) for op_summary and
+ * an optional binary name (what level-0 task_time shows; real aclnn ops show a hashed one). */
 EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *task_type,
                               double duration_us, uint32_t block_dim, uint32_t count,
-                              const char *tensor_info) {
+                              const char *tensor_info, const char *binary_name) {
     if (name == NULL || name[0] == '\0' || !valid_text(name, MAX_NAME_BYTES, 0)) return -1;
     if (task_type == NULL || kind_of(task_type) < 0) return -2;
     if (!(duration_us > 0.0 && duration_us <= 1e9)) return -3; /* also rejects NaN */
     if (tensor_info != NULL && !valid_text(tensor_info, MAX_TENSOR_BYTES, 1)) return -5;
+    if (binary_name != NULL && (binary_name[0] == '\0' || !valid_text(binary_name, MAX_NAME_BYTES, 0))) return -1;
     if (count > (uint32_t)INT_MAX) return -5;
     int kind = kind_of(task_type);
     pthread_mutex_lock(&g_mu);
@@ -987,7 +1199,7 @@ EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *tas
     }
     uint64_t dur = (uint64_t)(duration_us * 1000.0 + 0.5);
     if (dur == 0) dur = 1;
-    uint64_t now = realtime_ns();
+    uint64_t now = wall_ns();
     if (d->clock_ns < now) d->clock_ns = now;
     uint32_t first = d->next_task;
     task_rec *out = d->recs + d->n;
@@ -1007,8 +1219,7 @@ EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *tas
         name_rec *last = g_host.n ? &g_host.recs[g_host.n - 1] : NULL;
         if (last != NULL && last->device == device && last->kind == kind &&
             last->first_task + last->count == first && strcmp(last->name, name) == 0 &&
-            ((last->tensors == NULL && tensor_info == NULL) ||
-             (last->tensors != NULL && tensor_info != NULL && strcmp(last->tensors, tensor_info) == 0))) {
+            same_text(last->tensors, tensor_info) && same_text(last->binary, binary_name)) {
             last->count += count; /* back-to-back launches of one kernel share a record */
             goto out;
         }
@@ -1020,8 +1231,11 @@ EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *tas
             g_host.cap = cap;
         }
         name_rec rec = {device, KERNEL_STREAM, first, count, (uint8_t)kind, strdup(name),
-                        tensor_info ? strdup(tensor_info) : NULL};
-        if (rec.name != NULL) g_host.recs[g_host.n++] = rec;
+                        binary_name ? strdup(binary_name) : NULL, tensor_info ? strdup(tensor_info) : NULL};
+        if (rec.name != NULL)
+            g_host.recs[g_host.n++] = rec;
+        else
+            free_name_rec(&rec);
     }
 out:
     pthread_mutex_unlock(&g_mu);
@@ -1030,13 +1244,99 @@ out:
 
 EXPORT int aprofsim_launch(uint32_t device, const char *name, const char *task_type, double duration_us,
                            uint32_t block_dim, uint32_t count) {
-    return aprofsim_launch_ex(device, name, task_type, duration_us, block_dim, count, NULL);
+    return aprofsim_launch_ex(device, name, task_type, duration_us, block_dim, count, NULL, NULL);
 }
 
-EXPORT int aprofsim_set_cann(int major) {
-    if (major != 8 && major != 9) return -1;
+/* The CANN version to behave as, major * 10 + minor (80 ... 92). */
+EXPORT int aprofsim_set_cann(int version) {
+    if (version < 80 || version > 92 || version % 10 > 9) return -1;
     pthread_mutex_lock(&g_mu);
-    g_cann_major = major;
+    g_cann = version;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+EXPORT int aprofsim_get_cann(void) {
+    pthread_mutex_lock(&g_mu);
+    int v = g_cann;
+    pthread_mutex_unlock(&g_mu);
+    return v;
+}
+
+/* The chip by its name ("910B" or "310B"). */
+EXPORT int aprofsim_set_chip(const char *name) {
+    if (name == NULL) return -1;
+    for (int i = 0; i < CHIP_COUNT; i++) {
+        if (strcmp(name, CHIP_NAMES[i]) == 0) {
+            pthread_mutex_lock(&g_mu);
+            g_chip = (enum chip)i;
+            pthread_mutex_unlock(&g_mu);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+EXPORT const char *aprofsim_get_chip(void) {
+    pthread_mutex_lock(&g_mu);
+    const char *name = CHIP_NAMES[g_chip];
+    pthread_mutex_unlock(&g_mu);
+    return name;
+}
+
+/* Shift the simulated wall clock (run names, start/end info, kernel timestamps). */
+EXPORT void aprofsim_set_clock_offset_ns(long long offset) {
+    pthread_mutex_lock(&g_mu);
+    g_clock_offset_ns = offset;
+    pthread_mutex_unlock(&g_mu);
+}
+
+EXPORT int aprofsim_invalid_destroy_count(void) {
+    pthread_mutex_lock(&g_mu);
+    int n = g_invalid_destroys;
+    pthread_mutex_unlock(&g_mu);
+    return n;
+}
+
+static int valid_foreign(const char *name, const char *kernel) {
+    if (kernel == NULL || kernel[0] == '\0' || !valid_text(kernel, MAX_NAME_BYTES, 0)) return 0;
+    if (name == NULL) return 1;
+    return name[0] != '\0' && strchr(name, '/') == NULL && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 &&
+           valid_text(name, 255, 0);
+}
+
+/* Write a run "another process" (pid) made into result_path now; its name goes to out. */
+EXPORT int aprofsim_write_foreign_run(const char *result_path, int pid, const char *name, uint32_t device,
+                                      const char *kernel, uint32_t count, char *out, size_t out_size) {
+    if (result_path == NULL || pid < 0 || pid > 99999999 || !valid_foreign(name, kernel)) return -EINVAL;
+    if (device >= MAX_DEV || count > 1000000u) return -EINVAL;
+    pthread_mutex_lock(&g_mu);
+    int rc = write_foreign_run(result_path, pid, name, device, kernel, count, out, out_size);
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* The next effective aclprofStart also writes such a run into its result path. */
+EXPORT int aprofsim_foreign_run_on_next_start(int pid, const char *name, uint32_t device, const char *kernel,
+                                              uint32_t count) {
+    if (pid < 0 || pid > 99999999 || !valid_foreign(name, kernel)) return -EINVAL;
+    if (device >= MAX_DEV || count > 1000000u) return -EINVAL;
+    char *name_copy = name != NULL ? strdup(name) : NULL;
+    char *kernel_copy = strdup(kernel);
+    if ((name != NULL && name_copy == NULL) || kernel_copy == NULL) {
+        free(name_copy);
+        free(kernel_copy);
+        return -ENOMEM;
+    }
+    pthread_mutex_lock(&g_mu);
+    free(g_foreign.name);
+    free(g_foreign.kernel);
+    g_foreign.armed = 1;
+    g_foreign.pid = pid;
+    g_foreign.name = name_copy;
+    g_foreign.device = device;
+    g_foreign.kernel = kernel_copy;
+    g_foreign.count = count;
     pthread_mutex_unlock(&g_mu);
     return 0;
 }
@@ -1133,7 +1433,15 @@ EXPORT void aprofsim_reset(void) {
     g_live_configs = 0;
     memset(g_faults, 0, sizeof g_faults);
     memset(g_latency_us, 0, sizeof g_latency_us);
-    g_cann_major = 8;
+    g_cann = 85;
+    g_chip = CHIP_910B;
+    g_clock_offset_ns = 0;
+    g_invalid_destroys = 0;
+    free(g_pending_path);
+    g_pending_path = NULL;
+    free(g_foreign.name);
+    free(g_foreign.kernel);
+    memset(&g_foreign, 0, sizeof g_foreign);
     g_device_count = 8;
     g_cmd_mode = 0;
     g_repeat_start = 0;

@@ -4,34 +4,71 @@ Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` and e
 out like real msprof output. It is copied into the toolkit tree as ``msprof.py`` and run as a
 script, so it must not import asc_aprof.
 
-Command lines (as real msprof.py; the export kind is argv[2])::
+Command line, as the real msprof.py's (the export kind is argv[2])::
 
-    msprof.py export summary  -dir <PROF_dir|parent> [--clear]
-    msprof.py export timeline -dir <PROF_dir|parent> [--clear]
+    msprof.py export summary  -dir <dir> [--model-id N --iteration-id N] [--iteration-count N]
+                                         [--clear] [--format csv|json]
+    msprof.py export timeline -dir <dir> [--model-id N --iteration-id N] [--iteration-count N]
+                                         [--clear] [-reports <json>]
+    msprof.py export db       -dir <dir>
+
+Exit statuses, as the real one's: 0 on success and also when nothing was exported (host data
+only, no ``info.json``, no task-time data, ``export db`` without the C++ library, ``--model-id``
+with ``--iteration-id`` on single-operator data); 1 for a forbidden character in the path, an
+empty path, ``--model-id`` without ``--iteration-id`` (or the reverse), or no command; 2 for a
+missing path or ``-reports`` file, a directory with no subdirectory (an empty ``PROF_*``), or an
+argparse error. ``import``, ``query`` and ``analyze`` are not simulated (argparse rejects them).
+
+How ``-dir`` is walked (as the real one walks it): the subdirectories of the directory that
+hold an ``info.json*`` file (``host``, ``device_N``) form one collection; every other
+subdirectory is walked once more the same way, where subdirectories without ``info.json*`` are
+only warned about. So ``-dir`` may be a ``PROF_*`` or its parent, not a grandparent. A directory
+met on the way with no subdirectory at all ends the run with exit 2.
+
+Log lines (``[INFO]``, ``[WARNING]``, ``[ERROR]``) go to stdout, as the real ones do; only
+argparse errors and the simulator's own fault messages go to stderr.
+
+Each run is exported the way the CANN version and chip recorded in its ``device_N/info.json.N``
+(``aprofsim_cann_version``, ``platform_version``) would: ``Block Dim`` / ``Mix Block Dim`` before
+9.0, ``Block Num`` / ``Mix Block Num`` from 9.0; ``aic_``/``aiv_``-prefixed PMU columns on the
+910B (platform 5), unprefixed ones on the 310B (platform 7). Task time level 0 (``TASK_TIME_L0``
+without ``TASK_TIME``): op_summary's ``OP Type``, ``OP State``, ``Task Type`` and the tensor,
+HF32 and Context ID cells are ``N/A`` and the block cells ``0`` on every row, PMU ``*_time``
+cells ``0.0``; task_time carries the host task types (``KERNEL_AICORE``, ``KERNEL_AIVEC``, ...)
+and the kernels' binary names; no op_statistic is written. Written into
+``mindstudio_profiler_output/``: ``op_summary_<ts>``, ``task_time_<ts>``, ``op_statistic_<ts>``
+(level 1), ``api_statistic_<ts>`` (with ``ACL_API`` or ``RUNTIME_API``; simulated constant
+per-call times) as ``.csv`` (or ``.json`` with ``--format json``: no ``Device_id`` column, and as
+in the real tool only the last device's rows survive), and ``README.txt``; an older file of the
+same name (a second export in the same second) is renamed to ``*.bak``. ``--clear`` is accepted
+and has nothing to clear (the simulator keeps no sqlite data).
 
 Environment:
 
 - ``ASC_APROF_SIM_LAYOUT``: ``new`` (default, merged ``mindstudio_profiler_output``) or ``old``
   (per-device ``device_N/summary`` files, CANN 5/6 era).
-- ``ASC_APROF_SIM_HEADER``: ``8.5`` (default, ``Block Dim``) or ``9.0`` (``Block Num``).
+- ``ASC_APROF_SIM_HEADER``: empty (default: the run's version names the block columns) or a
+  CANN version whose names to use instead (``8.5``: ``Block Dim``, ``9.0``: ``Block Num``).
 - ``ASC_APROF_SIM_SLICE_ROWS``: data rows per file before ``_slice_<k>_`` files (default 1000000).
 - ``ASC_APROF_SIM_EXPORT_LATENCY_MS``: sleep this long before exporting.
+- ``ASC_APROF_SIM_EXPORT_TIME``: Unix time taken as "now" for the file names' timestamps.
 - ``ASC_APROF_SIM_EXPORT_FAULT``: ``exit:N``, ``hang``, ``signal:N``, ``nocsv``, ``truncate``,
   ``badheader``.
 
-Choices where real msprof varies: with ``TASK_TIME_L0`` only, op_summary is still written in the
-level0 style (type, state, tensor and Context ID columns ``N/A``; Block columns ``0``). PMU
-columns are written for ArithmeticUtilization, PipeUtilization and Memory; other metrics, NONE
-or no ``AICORE_METRICS`` bit end the row at ``Context ID``.
+PMU columns are written for ArithmeticUtilization, PipeUtilization and Memory on the 910B and
+for PipeUtilization and PipelineExecuteUtilization on the 310B; other metrics, NONE or no
+``AICORE_METRICS`` bit end the row at ``Context ID``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import gc
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -48,8 +85,45 @@ EXIT_INVALID_PARAM = 1
 EXIT_INVALID_PATH = 2
 
 MAX_PATH_CHARS = 4096
-REJECTED_PATH_CHARS = frozenset("\n\f\r\b\t\v\x7f\"'%><|&$;`\\")
+# Forbidden -dir characters, in the order the real tool checks them, with how it names them.
+REJECTED_PATH_CHARS = {
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\v": "\\v",
+    "\x7f": "\\u007F",
+    '"': '\\"',
+    "'": "'",
+    "%": "\\%",
+    ">": "\\>",
+    "<": "\\<",
+    "|": "\\|",
+    "&": "\\&",
+    "$": "\\$",
+    ";": "\\;",
+    "`": "\\`",
+    "\\": "\\\\",
+}
+# Directories the walk of -dir never enters (the real tool's list).
+SKIPPED_DIRS = frozenset(
+    {
+        ".profiler",
+        "HCCL_PROF",
+        "timeline",
+        "query",
+        "sqlite",
+        "log",
+        "analyze",
+        "mindstudio_profiler_log",
+        "mindstudio_profiler_output",
+    }
+)
+OUTPUT_DIR = "mindstudio_profiler_output"
+STEP_EXPORT_MODEL_ID = 4294967295
 
+ACL_API_BITS = 0x1 | 0x100  # ACL_API, RUNTIME_API: api_statistic
 TASK_TIME_L1_BITS = 0x2 | 0x2000 | 0x4000 | 0x8000
 TASK_TIME_L0_BIT = 0x800
 AICORE_METRICS_BIT = 0x4
@@ -86,24 +160,46 @@ NO_KERNEL_COLUMNS = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
     "Task Start Time(us),Task Duration(us),Task Wait Time(us),Context ID"
 )
+# The 310B's single core: (time, ratio) pairs of these pipes, then the extra columns.
+PIPE_310B = {
+    1: (("vec", "mac", "scalar", "mte1", "mte2", "mte3"), ("icache_miss_rate",)),
+    7: (("vec_exe", "mac_exe", "scalar_exe", "mte1_exe", "mte2_exe", "mte3_exe", "fixpipe_exe"), ()),
+}
+
+
+def _columns_310b(metric: int) -> str:
+    pipes, extra = PIPE_310B[metric]
+    pairs = [f"{pipe}_time(us),{pipe}_ratio" for pipe in pipes]
+    return ",".join(["aicore_time(us)", "total_cycles", *pairs, *extra, "memory_bound"])
+
+
 PMU_COLUMNS = {
-    0: "aicore_time(us),aic_total_cycles,aic_mac_fp16_ratio,aic_mac_int8_ratio,aic_cube_fops,"
-    "aic_vector_fops,aiv_time(us),aiv_total_cycles,aiv_vec_fp32_ratio,aiv_vec_fp16_ratio,"
-    "aiv_vec_int32_ratio,aiv_vec_misc_ratio,aiv_cube_fops,aiv_vector_fops",
-    1: "aicore_time(us),aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),"
-    "aic_scalar_ratio,aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,"
-    "aic_fixpipe_time(us),aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,"
-    "aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),"
-    "aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)",
-    2: "aicore_time(us),aic_total_cycles,aic_l1_read_bw(GB/s),aic_l1_write_bw(GB/s),"
-    "aic_main_mem_read_bw(GB/s),aic_main_mem_write_bw(GB/s),aic_l2_read_bw(GB/s),"
-    "aic_l2_write_bw(GB/s),aiv_time(us),aiv_total_cycles,aiv_ub_read_bw(GB/s),"
-    "aiv_ub_write_bw(GB/s),aiv_main_mem_read_bw(GB/s),aiv_main_mem_write_bw(GB/s),"
-    "aiv_l2_read_bw(GB/s),aiv_l2_write_bw(GB/s)",
+    "910B": {
+        0: "aicore_time(us),aic_total_cycles,aic_mac_fp16_ratio,aic_mac_int8_ratio,aic_cube_fops,"
+        "aic_vector_fops,aiv_time(us),aiv_total_cycles,aiv_vec_fp32_ratio,aiv_vec_fp16_ratio,"
+        "aiv_vec_int32_ratio,aiv_vec_misc_ratio,aiv_cube_fops,aiv_vector_fops",
+        1: "aicore_time(us),aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),"
+        "aic_scalar_ratio,aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,"
+        "aic_fixpipe_time(us),aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,"
+        "aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),"
+        "aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)",
+        2: "aicore_time(us),aic_total_cycles,aic_l1_read_bw(GB/s),aic_l1_write_bw(GB/s),"
+        "aic_main_mem_read_bw(GB/s),aic_main_mem_write_bw(GB/s),aic_l2_read_bw(GB/s),"
+        "aic_l2_write_bw(GB/s),aiv_time(us),aiv_total_cycles,aiv_ub_read_bw(GB/s),"
+        "aiv_ub_write_bw(GB/s),aiv_main_mem_read_bw(GB/s),aiv_main_mem_write_bw(GB/s),"
+        "aiv_l2_read_bw(GB/s),aiv_l2_write_bw(GB/s)",
+    },
+    "310B": {metric: _columns_310b(metric) for metric in PIPE_310B},
 }
 TASK_TIME_HEADER = (
     "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
 )
+OP_STATISTIC_HEADER = (
+    "Device_id,OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max Time(us),Ratio(%)"
+)
+API_STATISTIC_HEADER = "Device_id,Level,API Name,Time(us),Count,Avg(us),Min(us),Max(us),Variance"
+# Simulated host API cost per kernel launch (us): (level, API name, time).
+LAUNCH_APIS = (("acl", "aclrtLaunchKernelWithHostArgs", 3.0), ("node", "launch", 5.0))
 OLD_OP_HEADER = (
     "Model ID,Task ID,Stream ID,Op Name,OP Type,Task Type,Task Start Time,Task Duration(us),"
     "Task Wait Time(us),Block Dim,Input Shapes,Input Data Types,Input Formats,Output Shapes,"
@@ -115,12 +211,27 @@ OLD_PMU_COLUMNS = (
     "icache_miss_rate,memory_bound"
 )
 OLD_TASK_TIME_HEADER = "kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(ns),task_stop(ns)"
-# Simulated clock of the AI cores (cycles per microsecond).
-CORE_MHZ = 1800
+# What a run without the simulator's metadata is taken for.
+DEFAULT_CANN = "8.5"
+CHIP_BY_PLATFORM = {"5": "910B", "7": "310B"}
+# Per chip: AI core clock (MHz) and AI core count, when info.json does not say.
+CHIP_DEFAULTS = {"910B": (1650, 20), "310B": (1250, 1)}
+# README.txt: one line per exported file kind (the simulator's own words).
+README_TEXT = {
+    "op_summary": "Every AI Core, AI Vector and AI CPU task with its operator, type, shapes, "
+    "start, duration, wait and PMU counters.",
+    "task_time": "Every task the device scheduled (kernels and control tasks) with its type, "
+    "stream, id, start, duration and stop.",
+    "op_statistic": "Calls, total, minimum, average and maximum time per operator type and core "
+    "type, and each type's share of the device's time.",
+    "api_statistic": "Time spent in host API calls per level and name (simulated constant per-call times).",
+    "msprof": "The collection as a Chrome trace (one process per device, one thread per stream).",
+}
+README_UNKNOWN = "No description of this file."
 
 
 class CliError(Exception):
-    """Ends the run with an msprof exit code and a message on stderr."""
+    """Ends the run with an msprof exit code and an [ERROR] line."""
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -133,6 +244,7 @@ class Options(NamedTuple):
     slice_rows: int
     fault: str
     latency_s: float
+    export_time: float | None
 
 
 class NameRun(NamedTuple):
@@ -142,7 +254,17 @@ class NameRun(NamedTuple):
     end: int
     kind: str
     name: str
+    binary: str
     tensors: tuple[str, ...]
+
+
+class RunSettings(NamedTuple):
+    """What the collecting library recorded: its CANN version and chip."""
+
+    cann: str
+    chip: str
+    core_mhz: int
+    cores: int
 
 
 class DeviceData(NamedTuple):
@@ -151,6 +273,7 @@ class DeviceData(NamedTuple):
     metric: int
     lines: list[str]
     kernels: int
+    settings: RunSettings
 
 
 class Profile(NamedTuple):
@@ -160,73 +283,150 @@ class Profile(NamedTuple):
     has_host: bool
 
 
+class Collection(NamedTuple):
+    """One directory of the walk: its host and device subdirectories with ``info.json*``."""
+
+    path: Path
+    host: Path | None
+    devices: list[Path]
+
+
 # ---------------------------------------------------------------------------------------------
 # Command line
 
 
+def _log(level: str, message: str) -> None:
+    """A log line on stdout, formatted like the real tool's."""
+    stamp = time.strftime("%a %d %b %Y %H:%M:%S", time.localtime())
+    print(f"{stamp} [{level}] [MSVP] [{os.getpid()}] msprof.py: {message}", flush=True)
+
+
+def _warn(message: str) -> None:
+    _log("WARNING", message)
+
+
+def _dir_argument(text: str) -> str:
+    return os.path.expanduser(text.lstrip("="))
+
+
+def _add_export_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-dir", "--collection-dir", dest="collection_dir", required=True, type=_dir_argument)
+    parser.add_argument("--iteration-id", dest="iteration_id", type=int, default=None)
+    parser.add_argument("--model-id", dest="model_id", type=int, default=None)
+    parser.add_argument("--iteration-count", dest="iteration_count", type=int, default=1)
+    parser.add_argument("--clear", dest="clear", action="store_true", help="remove intermediate data")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="msprof.py", description="simulated msprof (asc-aprof)")
-    commands = parser.add_subparsers(dest="command", required=True)
-    export = commands.add_parser("export", help="export summary or timeline data")
-    kinds = export.add_subparsers(dest="kind", required=True)
-    for kind in ("summary", "timeline"):
-        sub = kinds.add_parser(kind)
-        sub.add_argument("-dir", "--collection-dir", dest="collection_dir", required=True)
-        sub.add_argument("--clear", action="store_true", help="remove intermediate data")
+    commands = parser.add_subparsers(dest="command")
+    export = commands.add_parser("export", help="export summary, timeline or db data")
+    kinds = export.add_subparsers(dest="kind")
+    summary = kinds.add_parser("summary", help="summary CSVs")
+    _add_export_options(summary)
+    summary.add_argument("--format", dest="export_format", default="csv", choices=["csv", "json"])
+    timeline = kinds.add_parser("timeline", help="the trace")
+    _add_export_options(timeline)
+    timeline.add_argument("-reports", dest="reports", default="", type=_dir_argument)
+    db = kinds.add_parser("db", help="msprof.db (needs the C++ analysis library)")
+    db.add_argument("-dir", "--collection-dir", dest="collection_dir", required=True, type=_dir_argument)
     return parser
 
 
 def _options() -> Options:
     env = os.environ
     layout = env.get("ASC_APROF_SIM_LAYOUT", "") or "new"
-    header = env.get("ASC_APROF_SIM_HEADER", "") or "8.5"
+    header = env.get("ASC_APROF_SIM_HEADER", "")
     if layout not in ("new", "old"):
         raise CliError(EXIT_INVALID_PARAM, f"ASC_APROF_SIM_LAYOUT must be new or old, not {layout!r}")
-    if header not in ("8.5", "9.0"):
-        raise CliError(EXIT_INVALID_PARAM, f"ASC_APROF_SIM_HEADER must be 8.5 or 9.0, not {header!r}")
+    if header and _version(header) is None:
+        raise CliError(
+            EXIT_INVALID_PARAM, f"ASC_APROF_SIM_HEADER must be empty or a CANN version, not {header!r}"
+        )
     try:
         slice_rows = int(env.get("ASC_APROF_SIM_SLICE_ROWS", "") or "1000000")
         latency_ms = float(env.get("ASC_APROF_SIM_EXPORT_LATENCY_MS", "") or "0")
+        raw_time = env.get("ASC_APROF_SIM_EXPORT_TIME", "")
+        export_time = float(raw_time) if raw_time else None
     except ValueError as exc:
         raise CliError(EXIT_INVALID_PARAM, f"bad simulator setting: {exc}") from None
-    if slice_rows < 1 or not latency_ms >= 0:
-        raise CliError(EXIT_INVALID_PARAM, "ASC_APROF_SIM_SLICE_ROWS must be >= 1, latency >= 0")
-    return Options(layout, header, slice_rows, env.get("ASC_APROF_SIM_EXPORT_FAULT", ""), latency_ms / 1000)
+    if slice_rows < 1 or not latency_ms >= 0 or (export_time is not None and not export_time >= 0):
+        raise CliError(EXIT_INVALID_PARAM, "ASC_APROF_SIM_SLICE_ROWS must be >= 1, latency and time >= 0")
+    fault = env.get("ASC_APROF_SIM_EXPORT_FAULT", "")
+    return Options(layout, header, slice_rows, fault, latency_ms / 1000, export_time)
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    match = re.fullmatch(r"(\d+)\.(\d+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def _check_dir(raw: str) -> Path:
-    bad = sorted({ch for ch in raw if ch in REJECTED_PATH_CHARS})
-    if bad:
+    for char, shown in REJECTED_PATH_CHARS.items():
+        if char in raw:
+            raise CliError(EXIT_INVALID_PARAM, f"The path contains invalid character: '{shown}'.")
+    if raw == "":
+        raise CliError(EXIT_INVALID_PARAM, "The path is empty. Please enter a valid path.")
+    if not os.path.exists(raw):
         raise CliError(
-            EXIT_INVALID_PARAM,
-            f"[ERROR] The path {raw!r} contains invalid characters {bad!r}; please check the -dir argument.",
+            EXIT_INVALID_PATH, f'The path "{raw}" does not exist. Please check that the path exists.'
         )
     if len(raw) > MAX_PATH_CHARS:
-        raise CliError(EXIT_INVALID_PATH, f"[ERROR] The path is longer than {MAX_PATH_CHARS} characters.")
-    path = Path(os.path.abspath(raw))
-    if not path.is_dir():
         raise CliError(
-            EXIT_INVALID_PATH, f"[ERROR] The path {str(path)!r} does not exist or is not a directory."
+            EXIT_INVALID_PATH, f'Please ensure the length of input path "{raw}" less than {MAX_PATH_CHARS}'
         )
-    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
-        raise CliError(EXIT_INVALID_PATH, f"[ERROR] The path {str(path)!r} is not readable and writable.")
+    path = Path(os.path.realpath(raw))
+    if not path.is_dir():
+        raise CliError(EXIT_INVALID_PATH, f'The path "{raw}" is not a directory. Please check the path.')
+    if os.getuid() != 0 and not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise CliError(
+            EXIT_INVALID_PATH, f'The path "{raw}" is not readable and writable. Please check the path.'
+        )
     return path
 
 
-def _prof_dirs(root: Path) -> list[Path]:
-    """One PROF dir, or every PROF_* below a parent (real msprof re-parses them all)."""
-    if root.name.startswith("PROF_"):
-        return [root]
-    found: list[Path] = []
-    for current, dirs, _files in os.walk(root):
-        keep = []
-        for name in sorted(dirs):
-            if name.startswith("PROF_"):
-                found.append(Path(current) / name)
-            elif name != "mindstudio_profiler_output":
-                keep.append(name)
-        dirs[:] = keep
-    return sorted(found)
+def _check_reports(raw: str) -> None:
+    if not os.path.exists(raw):
+        raise CliError(
+            EXIT_INVALID_PATH, f'The path "{raw}" does not exist. Please check that the path exists.'
+        )
+    if not os.path.isfile(raw):
+        raise CliError(EXIT_INVALID_PATH, f'The path "{raw}" is not a file. Please check the path.')
+
+
+def _subdirs(path: Path) -> list[str]:
+    """The subdirectories the walk looks at; none at all is the real tool's exit 2."""
+    names = []
+    for name in os.listdir(path):
+        full = path / name
+        if name in SKIPPED_DIRS or full.is_symlink() or not os.path.isdir(os.path.realpath(full)):
+            continue
+        names.append(name)
+    if not names:
+        raise CliError(EXIT_INVALID_PATH, f'The path "{path}" does not have PROF dir. Please check the path.')
+    return names
+
+
+def _has_info(path: Path) -> bool:
+    return any(name.startswith("info.json") for name in os.listdir(path))
+
+
+def _collections(path: Path, nested: bool = False) -> Iterator[Collection]:
+    """The walk of -dir: nested collections first, then this directory's own (maybe empty)."""
+    host: Path | None = None
+    devices: list[Path] = []
+    for name in sorted(_subdirs(path), reverse=True):
+        sub = path / name
+        if _has_info(sub):
+            if name == "host":
+                host = sub
+            else:
+                devices.append(sub)
+        elif nested:
+            _warn(f'Invalid parsing dir("{path}"), -dir must be profiling data dir such as PROF_XXX_XXX_XXX')
+        else:
+            yield from _collections(sub, nested=True)
+    yield Collection(path, host, devices)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,14 +441,33 @@ def _read_json(path: Path) -> dict[str, object]:
     return value if isinstance(value, dict) else {}
 
 
-def _load_profile(prof: Path) -> Profile:
+def _settings(info: dict[str, object]) -> RunSettings:
+    cann = info.get("aprofsim_cann_version")
+    chip = CHIP_BY_PLATFORM.get(str(info.get("platform_version", "5")), "910B")
+    mhz, cores = CHIP_DEFAULTS[chip]
+    device_info = info.get("DeviceInfo")
+    if isinstance(device_info, list) and device_info and isinstance(device_info[0], dict):
+        try:
+            mhz = int(float(device_info[0].get("aic_frequency", mhz)))
+            cores = int(device_info[0].get("ai_core_num", cores))
+        except (TypeError, ValueError):
+            pass
+    version = cann if isinstance(cann, str) and _version(cann) is not None else DEFAULT_CANN
+    return RunSettings(version, chip, max(mhz, 1), max(cores, 1))
+
+
+def _load_profile(collection: Collection) -> Profile:
     devices: list[DeviceData] = []
-    for sub in prof.iterdir():
-        if not sub.name.startswith("device_") or not sub.name[7:].isdigit():
+    for sub in collection.devices:
+        match = re.fullmatch(r"device_(\d+)", sub.name)
+        if match is None:
+            _warn(f"{sub}: not a device_N directory; skipped")
             continue
-        device = int(sub.name[7:])
-        if not (sub / f"info.json.{device}").is_file():
-            continue  # only sub-dirs with info.json* are valid, as in msprof
+        device = int(match.group(1))
+        info_path = sub / f"info.json.{device}"
+        if not info_path.is_file():
+            _warn(f"{sub}: no info.json.{device}; skipped")
+            continue
         tasks = sub / "data" / TASKS_FILE
         if not tasks.is_file():
             _warn(f"{sub}: no task data (collection still running?); skipped")
@@ -265,27 +484,34 @@ def _load_profile(prof: Path) -> Profile:
                 metric if isinstance(metric, int) else 0xFF,
                 lines,
                 len(lines) - controls,
+                _settings(_read_json(info_path)),
             )
         )
     devices.sort(key=lambda d: d.device)
-    has_host = (prof / "host" / "info.json").is_file()
+    has_host = collection.host is not None
     names: dict[int, list[NameRun]] = {}
-    names_file = prof / "host" / "data" / NAMES_FILE
-    if has_host and names_file.is_file():
+    names_file = collection.host / "data" / NAMES_FILE if collection.host is not None else None
+    if names_file is not None and names_file.is_file():
+        with_binary = False
         for line in names_file.read_text(encoding="utf-8").splitlines():
-            if not line or line[0] == "#":
+            if not line:
+                continue
+            if line[0] == "#":
+                with_binary = with_binary or line.startswith("# aprofsim host names v2")
                 continue
             fields = line.split("\t")
             if len(fields) < 6:
                 continue
             first, count = int(fields[2]), int(fields[3])
-            tensors = tuple(fields[6:12]) + ("",) * (6 - len(fields[6:12]))
+            binary = fields[6] if with_binary and len(fields) > 6 else ""
+            extra = fields[7:13] if with_binary else fields[6:12]
+            tensors = tuple(extra) + ("",) * (6 - len(extra))
             names.setdefault(int(fields[0]), []).append(
-                NameRun(first, first + count, fields[4], fields[5], tensors)
+                NameRun(first, first + count, fields[4], fields[5], binary or fields[5], tensors)
             )
         for runs in names.values():
             runs.sort()
-    return Profile(prof, devices, names, has_host)
+    return Profile(collection.path, devices, names, has_host)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -328,13 +554,39 @@ def _tensor_cells(tensors: tuple[str, ...], triple: bool) -> str:
     )
 
 
-def _pmu_values(
-    metric: int, kind: str, dur_ns: int, block: int, seed: str, level0: bool, old: bool
-) -> list[str]:
+class Style(NamedTuple):
+    old: bool
+    level1: bool
+    pmu_metric: int  # -1: no PMU columns
+    chip: str
+    core_mhz: int
+    cores: int
+
+
+def _style(device: DeviceData, old: bool) -> Style:
+    chip = device.settings.chip
+    columns = PMU_COLUMNS[chip]
+    pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric in columns else -1
+    if old:  # CANN 5/6: one un-prefixed core, PipeUtilization only
+        pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric == 1 else -1
+    return Style(
+        old,
+        bool(device.data_type & TASK_TIME_L1_BITS),
+        pmu,
+        chip,
+        device.settings.core_mhz,
+        device.settings.cores,
+    )
+
+
+def _pmu_values(kind: str, dur_ns: int, block: int, seed: str, style: Style) -> list[str]:
     """Plausible PMU numbers, stable for one kernel name, scaled by the task duration."""
-    if metric not in PMU_COLUMNS or (old and metric != 1):
+    metric = style.pmu_metric
+    if metric < 0:
         return []
-    width = OLD_PMU_COLUMNS.count(",") + 1 if old else PMU_COLUMNS[metric].count(",") + 1
+    level0 = not style.level1
+    columns = OLD_PMU_COLUMNS if style.old else PMU_COLUMNS[style.chip][metric]
+    width = columns.count(",") + 1
     if kind == "AI_CPU":
         return ["N/A"] * width
     rng = random.Random(zlib.crc32(seed.encode("utf-8", "replace")))
@@ -345,21 +597,25 @@ def _pmu_values(
 
     def timed() -> tuple[float, int]:
         busy = dur_us * rng.uniform(0.6, 0.95)
-        return busy, int(busy * CORE_MHZ * blocks)
+        return busy, int(busy * style.core_mhz * blocks)
 
-    def t(value: float) -> str:  # level0 captures report every *_time as 0.0 (real #6)
+    def t(value: float) -> str:  # level0 captures report every *_time as 0.0 (real runs)
         return "0.0" if level0 else _num(value)
 
-    if old:  # one un-prefixed core, CANN 5/6 PipeUtilization
+    if style.old or style.chip == "310B":  # one un-prefixed core
+        pipes, extra = PIPE_310B[1 if style.old else metric]
         busy, cycles = timed()
-        ratios = [
-            rng.uniform(lo, hi)
-            for lo, hi in ((0.05, 0.6), (0.0, 0.5), (0.02, 0.4), (0.0, 0.3), (0.1, 0.6), (0.02, 0.3))
-        ]
+        ratios = {pipe: rng.uniform(0.0, 0.6) for pipe in pipes}
+        # The core's own unit dominates: MAC for cube kernels, vector for vector kernels.
+        lead = pipes[1] if cube else pipes[0]
+        ratios[lead] = rng.uniform(0.3, 0.8)
         out = [t(busy), str(cycles)]
-        for ratio in ratios:
-            out += [t(busy * ratio), _num(ratio)]
-        return [*out, _num(rng.uniform(0, 0.03)), _num(rng.uniform(1, 20))]
+        for pipe in pipes:
+            out += [t(busy * ratios[pipe]), _num(ratios[pipe])]
+        out += [_num(rng.uniform(0, 0.03)) for _ in extra]
+        compute = max(round(ratios[pipes[0]], 3), round(ratios[pipes[1]], 3))
+        mte2 = round(ratios[pipes[4]], 3)
+        return [*out, _num(mte2 / compute) if compute else "0.0"]
 
     def side(enabled: bool, spec: tuple[tuple[float, float], ...], with_times: bool) -> list[str]:
         if not enabled:
@@ -377,7 +633,7 @@ def _pmu_values(
         aiv = side(vector, ((0.05, 0.6), (0.02, 0.5), (0.1, 0.6), (0.02, 0.3)), True)
         aiv.append(_num(rng.uniform(0, 0.03)) if vector else "0.0")
         mac_ratio = float(aic[3]) if cube else 0.0
-        return aic + aiv + [f"{mac_ratio * 100 * min(1.0, blocks / 24):.3f}"]
+        return aic + aiv + [f"{mac_ratio * 100 * min(1.0, blocks / style.cores):.3f}"]
     if metric == 2:
         bw = ((0.5, 40.0),) * 6
         return side(cube, bw, False) + side(vector, bw, False)
@@ -390,24 +646,13 @@ def _pmu_values(
 # Row generation
 
 
-class Style(NamedTuple):
-    old: bool
-    level1: bool
-    pmu_metric: int  # -1: no PMU columns
-
-
-def _style(device: DeviceData, old: bool) -> Style:
-    pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric in PMU_COLUMNS else -1
-    return Style(old, bool(device.data_type & TASK_TIME_L1_BITS), pmu)
-
-
 def _op_parts(run: NameRun | None, kind: str, dur_ns: int, block: int, style: Style) -> tuple[str, str]:
     """The cells before the start time and after the wait time of one op_summary row."""
     name = _csv_cell(run.name) if run is not None else "N/A"
     mix = kind in ("MIX_AIC", "MIX_AIV")
     context = "0" if mix else "N/A"
     seed = run.name if run is not None else kind
-    pmu = _pmu_values(style.pmu_metric, kind, dur_ns, block, seed, not style.level1, style.old)
+    pmu = _pmu_values(kind, dur_ns, block, seed, style)
     if style.old:
         tensors = (
             _tensor_cells(run.tensors, False) if run is not None and style.level1 else ",".join(["N/A"] * 6)
@@ -416,14 +661,14 @@ def _op_parts(run: NameRun | None, kind: str, dur_ns: int, block: int, style: St
         head = f"{name},{op_type},{kind if style.level1 or run is None else 'N/A'}"
         tail = ",".join([str(block), tensors, *pmu])
         return head, tail
-    if run is not None and style.level1:
+    if not style.level1:  # level0: no GE info, so no type, state, shapes or block dims
+        head = f"{name},N/A,N/A,N/A"
+        tail = ",".join(["0", "0", "N/A", ",".join(["N/A"] * 6), "N/A", *pmu])
+    elif run is not None:
         head = f"{name},{name},dynamic,{kind}"
         tail = ",".join(
             [str(block), str(block * 2 if mix else 0), "NO", _tensor_cells(run.tensors, True), context, *pmu]
         )
-    elif run is not None:  # level0: names only, no GE info
-        head = f"{name},N/A,N/A,N/A"
-        tail = ",".join(["0", "0", "N/A", ",".join(["N/A"] * 6), "N/A", *pmu])
     else:  # no host data for this kernel (8.5 overlap): the device still knows its type
         head = f"N/A,N/A,N/A,{kind}"
         tail = ",".join(
@@ -432,23 +677,33 @@ def _op_parts(run: NameRun | None, kind: str, dur_ns: int, block: int, style: St
     return head, tail
 
 
-def _kernel_type(run: NameRun | None, kind: str, style: Style) -> str:
+def _task_parts(run: NameRun | None, kind: str, style: Style) -> str:
+    """task_time's kernel_name and kernel_type cells."""
     if run is None:
-        return SQE_TYPES.get(kind, kind)
-    return kind if style.level1 else HOST_KERNEL_TYPES.get(kind, kind)
+        return f"N/A,{SQE_TYPES.get(kind, kind)}"
+    if style.level1:
+        return f"{_csv_cell(run.name)},{kind}"
+    # level0: the host task type, and the kernel's binary name (hashed for aclnn ops)
+    return f"{_csv_cell(run.binary)},{HOST_KERNEL_TYPES.get(kind, kind)}"
+
+
+# (op type, core type) -> [count, total ns, min ns, max ns]
+OpStats = dict[tuple[str, str], list[int]]
 
 
 def _device_rows(
-    device: DeviceData, runs: list[NameRun], style: Style
+    device: DeviceData, runs: list[NameRun], style: Style, stats: OpStats | None = None
 ) -> Iterator[tuple[list[str], list[str]]]:
     """Chunks of (op_summary rows, task_time rows), without the Device_id cell or newline.
 
     The hot loop of a million-row export: everything that is the same for a run of identical
-    kernels is formatted once and cached; per row only the ids and times are formatted.
+    kernels is formatted once and cached; per row only the ids and times are formatted. Kernels
+    with an operator type are counted per cache entry into *stats* (op_statistic).
     """
     op_rows: list[str] = []
     task_rows: list[str] = []
     cache: dict[tuple[int, str, str, str], tuple[str, str, str, str, int]] = {}
+    counts: dict[tuple[int, str, str, str], int] = {}
     waits: dict[int, str] = {}
     no_run = (-1, -1)
     run_index = 0
@@ -478,9 +733,10 @@ def _device_rows(
             named = runs[run_index] if key[0] >= 0 else None
             dur = int(dur_s)
             head, tail = _op_parts(named, kind, dur, int(block_s), style)
-            kname = _csv_cell(named.name) if named is not None else "N/A"
-            parts = (head, tail, f"{kname},{_kernel_type(named, kind, style)}", _us(dur), dur)
+            parts = (head, tail, _task_parts(named, kind, style), _us(dur), dur)
             cache[key] = parts
+            counts[key] = 0
+        counts[key] += 1
         head, tail, task_head, dur_us, dur = parts
         start = int(start_s)
         stop = start + dur
@@ -506,10 +762,20 @@ def _device_rows(
             op_rows, task_rows = [], []
     if op_rows or task_rows:
         yield op_rows, task_rows
+    if stats is not None and style.level1:
+        for (index, kind, dur_s, _block), count in counts.items():
+            if index < 0:
+                continue  # no operator type without host data
+            entry = stats.setdefault((runs[index].name, kind), [0, 0, -1, 0])
+            dur = int(dur_s)
+            entry[0] += count
+            entry[1] += dur * count
+            entry[2] = dur if entry[2] < 0 else min(entry[2], dur)
+            entry[3] = max(entry[3], dur)
 
 
 def _placeholder_rows(device: DeviceData) -> list[str]:
-    """A run without kernels: op_summary lists the control tasks as PLACE_HOLDER_SQE (real #3)."""
+    """A run without kernels: op_summary lists the control tasks as PLACE_HOLDER_SQE (real runs)."""
     rows = []
     for line in device.lines:
         tid_s, stream, start_s, dur_s, _block, _kind = line.split(" ")
@@ -519,12 +785,49 @@ def _placeholder_rows(device: DeviceData) -> list[str]:
     return rows
 
 
+def _op_statistic_rows(stats: OpStats) -> list[str]:
+    """One device's op_statistic rows (without Device_id), biggest total time first."""
+    device_total = sum(entry[1] for entry in stats.values()) or 1
+    rows = []
+    for (op_type, core), (count, total, low, high) in sorted(stats.items(), key=lambda item: -item[1][1]):
+        rows.append(
+            ",".join(
+                (
+                    _csv_cell(op_type),
+                    core,
+                    str(count),
+                    _num(total / 1000),
+                    _num(low / 1000),
+                    _num(total / count / 1000),
+                    _num(high / 1000),
+                    _num(total * 100 / device_total),
+                )
+            )
+        )
+    return rows
+
+
+def _api_statistic_rows(runs: list[NameRun]) -> list[str]:
+    """One device's api_statistic rows (without Device_id): one launch per kernel the host saw."""
+    launches = sum(run.end - run.first for run in runs)
+    if launches == 0:
+        return []
+    rows = []
+    for level, api, cost in LAUNCH_APIS:
+        rows.append(
+            f"{level},{api},{_num(cost * launches)},{launches},{_num(cost)},{_num(cost)},{_num(cost)},0.0"
+        )
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 # Writers
 
 
-def _open_csv(path: Path) -> TextIO:
+def _open_csv(path: Path, keep_old: bool = False) -> TextIO:
     # LF endings whatever the platform, no BOM, big buffer for million-row files.
+    if keep_old and path.exists():
+        os.replace(path, f"{path}.bak")  # a second export in the same second keeps the first
     return open(path, "w", encoding="utf-8", newline="\n", buffering=1 << 20)
 
 
@@ -554,7 +857,7 @@ class SlicedWriter:
         )
         path = self.directory / name
         self.paths.append(path)
-        self.file = _open_csv(path)
+        self.file = _open_csv(path, keep_old=True)
         self.file.write(self.header + "\n")
         self.rows_in_file = 0
         return self.file
@@ -579,30 +882,46 @@ class SlicedWriter:
         return self.paths
 
 
-def _op_header(style: Style, header_version: str, device_column: bool) -> str:
-    block, mix = ("Block Num", "Mix Block Num") if header_version == "9.0" else ("Block Dim", "Mix Block Dim")
+def _block_names(settings: RunSettings, options: Options) -> tuple[str, str]:
+    version = _version(options.header or settings.cann) or (8, 5)
+    return ("Block Num", "Mix Block Num") if version >= (9, 0) else ("Block Dim", "Mix Block Dim")
+
+
+def _op_header(style: Style, blocks: tuple[str, str], device_column: bool) -> str:
     if style.old:
         text = OLD_OP_HEADER + ("," + OLD_PMU_COLUMNS if style.pmu_metric == 1 else "")
     else:
-        text = BASE_COLUMNS.format(block=block, mix=mix)
-        if style.pmu_metric in PMU_COLUMNS:
-            text += "," + PMU_COLUMNS[style.pmu_metric]
+        text = BASE_COLUMNS.format(block=blocks[0], mix=blocks[1])
+        if style.pmu_metric >= 0:
+            text += "," + PMU_COLUMNS[style.chip][style.pmu_metric]
     return ("Device_id," + text) if device_column else text
 
 
-def _export_new(profile: Profile, devices: list[DeviceData], options: Options, stamp: str) -> list[Path]:
-    out_dir = profile.path / "mindstudio_profiler_output"
+class Summary(NamedTuple):
+    """What one collection's summary export produced, per device (rows without Device_id)."""
+
+    written: list[Path]
+    op_statistic: dict[int, list[str]]
+    api_statistic: dict[int, list[str]]
+
+
+def _export_new(
+    profile: Profile, devices: list[DeviceData], options: Options, stamp: str, out_dir: Path
+) -> Summary:
     out_dir.mkdir(exist_ok=True)
     total_kernels = sum(d.kernels for d in devices)
     total_tasks = sum(len(d.lines) for d in devices)
     limit = options.slice_rows
     style0 = _style(devices[0], old=False)
-    op_header = _op_header(style0, options.header, device_column=True) if total_kernels else NO_KERNEL_COLUMNS
+    blocks = _block_names(devices[0].settings, options)
+    op_header = _op_header(style0, blocks, device_column=True) if total_kernels else NO_KERNEL_COLUMNS
     op_writer = SlicedWriter(out_dir, "op_summary", stamp, op_header, total_kernels or total_tasks, limit)
     task_writer = SlicedWriter(out_dir, "task_time", stamp, TASK_TIME_HEADER, total_tasks, limit)
+    op_statistic: dict[int, list[str]] = {}
     for device in devices:
         style = _style(device, old=False)
         prefix = f"{device.device},"
+        stats: OpStats = {}
         # Like the Python msprof path: per-device summary files first, merged, then removed.
         summary_dir = profile.path / f"device_{device.device}" / "summary"
         summary_dir.mkdir(exist_ok=True)
@@ -611,7 +930,7 @@ def _export_new(profile: Profile, devices: list[DeviceData], options: Options, s
             _open_csv(summary_dir / f"task_time_{device.device}_1_{stamp}.csv") as per_task,
         ):
             if total_kernels:
-                per_header = _op_header(style, options.header, device_column=False)
+                per_header = _op_header(style, blocks, device_column=False)
             else:
                 per_header = NO_KERNEL_COLUMNS.partition(",")[2]
             per_op.write(per_header + "\n")
@@ -620,7 +939,9 @@ def _export_new(profile: Profile, devices: list[DeviceData], options: Options, s
                 rows = _placeholder_rows(device)
                 op_writer.write(rows, prefix)
                 per_op.write("".join(row + "\n" for row in rows))
-            for op_rows, task_rows in _device_rows(device, profile.names.get(device.device, []), style):
+            for op_rows, task_rows in _device_rows(
+                device, profile.names.get(device.device, []), style, stats
+            ):
                 if op_rows:
                     per_op.write("\n".join(op_rows) + "\n")
                     op_writer.write(op_rows, prefix)
@@ -628,7 +949,113 @@ def _export_new(profile: Profile, devices: list[DeviceData], options: Options, s
                     per_task.write("\n".join(task_rows) + "\n")
                     task_writer.write(task_rows, prefix)
         shutil.rmtree(summary_dir, ignore_errors=True)
-    return op_writer.close() + task_writer.close()
+        if style.level1 and stats:
+            op_statistic[device.device] = _op_statistic_rows(stats)
+    return Summary(op_writer.close() + task_writer.close(), op_statistic, _api_rows(profile))
+
+
+def _api_rows(profile: Profile) -> dict[int, list[str]]:
+    """api_statistic rows of the devices whose collection asked for API data."""
+    rows: dict[int, list[str]] = {}
+    if not profile.has_host:
+        return rows
+    for device in profile.devices:
+        if device.data_type & ACL_API_BITS:
+            found = _api_statistic_rows(profile.names.get(device.device, []))
+            if found:
+                rows[device.device] = found
+    return rows
+
+
+def _write_statistics(out_dir: Path, stamp: str, summary: Summary) -> list[Path]:
+    written = []
+    for base, header, per_device in (
+        ("op_statistic", OP_STATISTIC_HEADER, summary.op_statistic),
+        ("api_statistic", API_STATISTIC_HEADER, summary.api_statistic),
+    ):
+        if not per_device:
+            continue
+        path = out_dir / f"{base}_{stamp}.csv"
+        with _open_csv(path, keep_old=True) as file:
+            file.write(header + "\n")
+            for device in sorted(per_device):
+                file.write("".join(f"{device},{row}\n" for row in per_device[device]))
+        written.append(path)
+    return written
+
+
+def _typed(cell: str) -> object:
+    """A CSV cell as the real JSON summary holds it: numbers as numbers, the rest as text."""
+    if cell != cell.strip():
+        return cell  # start times keep their trailing TAB, so they stay text
+    try:
+        return int(cell)
+    except ValueError:
+        pass
+    try:
+        value = float(cell)
+    except ValueError:
+        return cell
+    return value if value == value and value not in (float("inf"), float("-inf")) else cell
+
+
+def _csv_to_json(csv_paths: list[Path], json_path: Path) -> None:
+    """The JSON form of merged CSVs: the last device's rows only, without Device_id (real tool)."""
+    header: list[str] = []
+    rows: list[list[str]] = []
+    for path in csv_paths:
+        with open(path, encoding="utf-8", newline="") as file:
+            reader = csv.reader(file)
+            header = next(reader, [])
+            rows.extend(reader)
+    last = max(
+        (row[0] for row in rows), key=lambda d: (d != "host", int(d) if d.isdigit() else -1), default=None
+    )
+    records = [
+        dict(zip(header[1:], (_typed(c) for c in row[1:]), strict=False)) for row in rows if row[0] == last
+    ]
+    with _open_csv(json_path) as file:
+        json.dump(records, file, ensure_ascii=False)
+
+
+def _export_json(out_dir: Path, stamp: str, csv_paths: list[Path]) -> list[Path]:
+    """Turn this export's CSVs (in a work directory) into ``<name>_<ts>.json`` files."""
+    groups: dict[str, list[Path]] = {}
+    for path in csv_paths:
+        groups.setdefault(_kind_of(path.name), []).append(path)
+    written = []
+    for base, paths in sorted(groups.items()):
+        json_path = out_dir / f"{base}_{stamp}.json"
+        _csv_to_json(paths, json_path)
+        written.append(json_path)
+    return written
+
+
+def _kind_of(file_name: str) -> str:
+    """``op_summary`` from ``op_summary_slice_0_20260101000000.csv`` (the real tool's rule)."""
+    match = re.search(r"(_\d)?(_slice_\d+)?_\d+", file_name)
+    return file_name[: match.start()] if match and match.start() > 0 else "invalid"
+
+
+def _write_readme(out_dir: Path) -> Path:
+    """README.txt listing every summary and timeline file kind in the output directory."""
+    timeline: set[str] = set()
+    summary: set[str] = set()
+    for name in os.listdir(out_dir):
+        if name.endswith(".csv"):
+            summary.add(_kind_of(name))
+        elif name.endswith(".json"):
+            timeline.add(_kind_of(name))
+    text = ""
+    for title, kinds, suffix in (("Timeline", timeline, ".json"), ("Summary", summary, ".csv")):
+        text += f"{title} file description:\n"
+        for index, kind in enumerate(sorted(kinds), 1):
+            text += f"{index}.{kind}{suffix}:{README_TEXT.get(kind, README_UNKNOWN)}\n"
+        text += "\n"
+    path = out_dir / "README.txt"
+    with _open_csv(path) as file:
+        file.write(text)
+    return path
 
 
 def _export_old(profile: Profile, devices: list[DeviceData], stamp: str) -> list[Path]:
@@ -640,7 +1067,7 @@ def _export_old(profile: Profile, devices: list[DeviceData], stamp: str) -> list
         op_path = summary_dir / f"op_summary_{device.device}_1_{stamp}.csv"
         task_path = summary_dir / f"task_time_{device.device}_1_{stamp}.csv"
         with _open_csv(op_path) as op_file, _open_csv(task_path) as task_file:
-            op_file.write(_op_header(style, "8.5", device_column=False) + "\n")
+            op_file.write(_op_header(style, ("Block Dim", "Mix Block Dim"), device_column=False) + "\n")
             task_file.write(OLD_TASK_TIME_HEADER + "\n")
             for op_rows, task_rows in _device_rows(device, profile.names.get(device.device, []), style):
                 if op_rows:
@@ -652,7 +1079,7 @@ def _export_old(profile: Profile, devices: list[DeviceData], stamp: str) -> list
 
 
 def _export_timeline(profile: Profile, devices: list[DeviceData], stamp: str) -> list[Path]:
-    out_dir = profile.path / "mindstudio_profiler_output"
+    out_dir = profile.path / OUTPUT_DIR
     out_dir.mkdir(exist_ok=True)
     path = out_dir / f"msprof_{stamp}.json"
     with _open_csv(path) as out:
@@ -695,24 +1122,21 @@ def _export_timeline(profile: Profile, devices: list[DeviceData], stamp: str) ->
 # Faults
 
 
-def _warn(message: str) -> None:
-    print(f"[WARNING] {message}", file=sys.stderr, flush=True)
+def _fault_message(message: str) -> None:
+    """The simulator's own fault messages go to stderr (real msprof never prints these)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 def _apply_early_fault(fault: str) -> None:
     """Faults that replace the export entirely."""
     if fault.startswith("exit:"):
         code = _int_arg(fault)
-        print(
-            f"[ERROR] simulated export failure (ASC_APROF_SIM_EXPORT_FAULT={fault})",
-            file=sys.stderr,
-            flush=True,
-        )
+        _fault_message(f"[ERROR] simulated export failure (ASC_APROF_SIM_EXPORT_FAULT={fault})")
         raise SystemExit(code)
     if fault == "hang":
         # A helper in our process group, so callers can prove they kill the whole group.
         helper = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
-        print(f"[INFO] simulated hang; helper pid {helper.pid}", file=sys.stderr, flush=True)
+        _fault_message(f"[INFO] simulated hang; helper pid {helper.pid}")
         while True:
             time.sleep(3600)
     if fault.startswith("signal:"):
@@ -722,7 +1146,7 @@ def _apply_early_fault(fault: str) -> None:
         time.sleep(1)  # a handled or ignored signal falls through to a plain failure
         raise SystemExit(EXIT_INVALID_PARAM)
     if fault == "nocsv":
-        _warn("simulated: no data exported (ASC_APROF_SIM_EXPORT_FAULT=nocsv)")
+        _fault_message("[WARNING] simulated: no data exported (ASC_APROF_SIM_EXPORT_FAULT=nocsv)")
         raise SystemExit(EXIT_OK)
 
 
@@ -756,44 +1180,96 @@ def _write_bad_headers(paths: list[Path]) -> None:
 # Main
 
 
-def _export(root: Path, kind: str, options: Options) -> int:
-    gc.disable()  # millions of short-lived strings: collection passes only cost time here
-    prof_dirs = _prof_dirs(root)
-    if not prof_dirs:
-        _warn(f"Can not find any host or device path in {root}; nothing exported.")
-        return EXIT_OK
-    written: list[Path] = []
-    for prof in prof_dirs:
-        profile = _load_profile(prof)
-        devices = [d for d in profile.devices if d.data_type & (TASK_TIME_L1_BITS | TASK_TIME_L0_BIT)]
-        if not devices:
-            _warn(f"{prof.name}: no task-time data collected (ACL_PROF_TASK_TIME not set); nothing exported.")
-            continue
-        stamp = time.strftime("%Y%m%d%H%M%S")
-        print(f"[INFO] Start exporting {kind} data in {prof}.", flush=True)
-        if kind == "timeline":
-            written += _export_timeline(profile, devices, stamp)
-        elif options.layout == "old":
-            written += _export_old(profile, devices, stamp)
+def _stamp(options: Options) -> str:
+    now = time.time() if options.export_time is None else options.export_time
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now))
+
+
+def _export_collection(collection: Collection, args: argparse.Namespace, options: Options) -> list[Path]:
+    kind = str(args.kind)
+    if collection.host is None and not collection.devices:
+        _warn(f'Can not find any host or device path in dir("{args.collection_dir}"). ')
+        return []
+    if kind == "db":
+        _warn("Does not support exporting the msprof.db! (no msprof_analysis.so beside msprof.py)")
+        return []
+    if args.model_id is not None and args.iteration_id is not None:
+        # Every simulated run is single-operator data (Model ID 4294967295, no step trace).
+        if args.model_id == STEP_EXPORT_MODEL_ID:
+            _log("ERROR", "Step export needs step trace data, which this single-operator run has not.")
         else:
-            written += _export_new(profile, devices, options, stamp)
+            _log("ERROR", "Please do not set 'model-id' and 'iteration-id' in single op mode.")
+        return []
+    if args.iteration_count > 1:
+        _warn(
+            f'Param of "iteration-count" is {args.iteration_count}, but it is unnecessary in all export mode.'
+        )
+    profile = _load_profile(collection)
+    devices = [d for d in profile.devices if d.data_type & (TASK_TIME_L1_BITS | TASK_TIME_L0_BIT)]
+    api_rows = _api_rows(profile)
+    if not devices and not (api_rows and kind == "summary"):
+        _warn(
+            f"{collection.path.name}: no task-time data collected "
+            "(ACL_PROF_TASK_TIME not set); nothing exported."
+        )
+        return []
+    stamp = _stamp(options)
+    _log("INFO", f"Start exporting {kind} data in {collection.path}.")
+    out_dir = profile.path / OUTPUT_DIR
+    if kind == "timeline":
+        written = _export_timeline(profile, devices, stamp)
+    elif options.layout == "old":
+        return _export_old(profile, devices, stamp)
+    else:
+        as_json = getattr(args, "export_format", "csv") == "json"
+        # JSON is made from CSVs written aside, so no CSV of an earlier export is touched.
+        work_dir = out_dir / ".aprofsim_json" if as_json else out_dir
+        out_dir.mkdir(exist_ok=True)
+        if devices:
+            summary = _export_new(profile, devices, options, stamp, work_dir)
+        else:
+            work_dir.mkdir(exist_ok=True)
+            summary = Summary([], {}, api_rows)
+        written = summary.written + _write_statistics(work_dir, stamp, summary)
+        if as_json:
+            written = _export_json(out_dir, stamp, written)
+            shutil.rmtree(work_dir, ignore_errors=True)
+    written.append(_write_readme(out_dir))
+    return written
+
+
+def _export(root: Path, args: argparse.Namespace, options: Options) -> int:
+    gc.disable()  # millions of short-lived strings: collection passes only cost time here
+    written: list[Path] = []
+    for collection in _collections(root):
+        written += _export_collection(collection, args, options)
+    csvs = [p for p in written if p.suffix == ".csv" and p.name != "README.txt"]
     if options.fault == "truncate":
-        for path in written:
-            if path.suffix == ".csv":
-                _truncate_mid_row(path)
+        for path in csvs:
+            _truncate_mid_row(path)
     elif options.fault == "badheader":
-        _write_bad_headers([p for p in written if p.suffix == ".csv"])
+        _write_bad_headers(csvs)
     for path in written:
-        print(f"[INFO] Exported {path}", flush=True)
+        _log("INFO", f"Exported {path}")
     return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     os.umask(0o027)  # msprof forces dirs 0750 / files 0640
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None or not hasattr(args, "collection_dir"):
+        parser.print_help(sys.stdout)
+        return EXIT_INVALID_PARAM
     try:
         options = _options()
         root = _check_dir(args.collection_dir)
+        if (getattr(args, "model_id", None) is None) != (getattr(args, "iteration_id", None) is None):
+            raise CliError(
+                EXIT_INVALID_PARAM,
+                "Please set 'model-id' and 'iteration-id' simultaneously "
+                "(recommend using 'query' to obtain proper 'model-id' and 'iteration-id' values).",
+            )
         if options.fault not in (
             "",
             "hang",
@@ -802,12 +1278,14 @@ def main(argv: list[str] | None = None) -> int:
             "badheader",
         ) and not options.fault.startswith(("exit:", "signal:")):
             raise CliError(EXIT_INVALID_PARAM, f"unknown ASC_APROF_SIM_EXPORT_FAULT {options.fault!r}")
+        if getattr(args, "reports", ""):
+            _check_reports(args.reports)
         if options.latency_s > 0:
             time.sleep(options.latency_s)
         _apply_early_fault(options.fault)
-        return _export(root, str(args.kind), options)
+        return _export(root, args, options)
     except CliError as exc:
-        print(str(exc), file=sys.stderr, flush=True)
+        _log("ERROR", str(exc))
         return exc.code
 
 
