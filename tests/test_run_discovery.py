@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, Toolkit, UsageError, sim
-from asc_aprof._layout import AmbiguousRunError, list_runs, new_run_since, run_names, run_pid
+from asc_aprof._layout import AmbiguousRunError, list_runs, new_run_since, run_names, run_pid, run_start_key
 from asc_aprof.sim import SimControl
 
 
@@ -82,3 +82,67 @@ def test_profile_finds_its_run_among_other_processes_later_named_runs(
     assert run.run_id is not None and run.run_id not in foreign
     # store_last_result() prefers this profiler's own run over the later-named foreign ones
     assert profiler.store_last_result().run_id == run.run_id
+
+
+def test_profile_on_cann_8_0_run_names_without_a_pid(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path
+) -> None:
+    simctl.configure(cann="8.0")
+    profiler = Profiler(tmp_path / "out", toolkit=toolkit)
+    with profiler.profile(device_id=0) as run:
+        sim.launch("old_cann", device=0, duration_us=3.0)
+    assert run.run_id is not None and run_pid(tmp_path / "out" / run.run_id) == os.getpid()
+    assert run_pid_from_name(run.run_id) is None  # 16 letters, no pid
+    assert run.result is not None and [t.name for t in run.result.tasks] == ["old_cann"]
+
+
+def run_pid_from_name(name: str) -> int | None:
+    from asc_aprof._layout import PID_SUFFIX, RUN_PATTERN
+
+    match = RUN_PATTERN.match(name)
+    assert match is not None
+    named = PID_SUFFIX.match(match.group(3))
+    return int(named.group(1)) if named else None
+
+
+@pytest.mark.parametrize("cann", ["8.0", "9.0"])
+def test_profile_after_the_clock_steps_back_an_hour(
+    cann: str, toolkit: Toolkit, simctl: SimControl, tmp_path: Path
+) -> None:
+    simctl.configure(cann=cann)
+    out = tmp_path / "out"
+    out.mkdir()
+    for pid in (11, 12):  # other processes' older runs, named before the step back
+        simctl.write_foreign_run(out, pid=pid, kernel=f"foreign_{pid}")
+    profiler = Profiler(out, toolkit=toolkit)
+    with profiler.profile(device_id=0, cleanup=False) as first:
+        sim.launch("before", device=0, duration_us=2.0)
+    simctl.set_clock_offset(-3600.0)
+    with profiler.profile(device_id=0, cleanup=False) as second:
+        sim.launch("after", device=0, duration_us=2.0)
+    assert first.result is not None and second.result is not None
+    assert [t.name for t in first.result.tasks] == ["before"]
+    assert [t.name for t in second.result.tasks] == ["after"]
+    assert second.run_id is not None and first.run_id is not None
+    # its name's time says it is an hour older ...
+    assert run_start_key(second.run_id)[0] < run_start_key(first.run_id)[0]
+    assert profiler.store_last_result().run_id == second.run_id  # ... but it is the newest
+
+
+def test_a_foreign_run_made_at_the_same_start_is_told_apart_by_pid(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path
+) -> None:
+    simctl.configure(cann="8.0")  # no pid in the names: only host/info.json tells
+    simctl.foreign_run_on_next_start(pid=os.getpid() + 1, kernel="theirs")
+    profiler = Profiler(tmp_path / "out", toolkit=toolkit)
+    with profiler.profile(device_id=0) as run:
+        sim.launch("ours", device=0, duration_us=2.0)
+    assert run.result is not None and [t.name for t in run.result.tasks] == ["ours"]
+
+
+def test_two_new_runs_of_this_pid_are_refused(toolkit: Toolkit, simctl: SimControl, tmp_path: Path) -> None:
+    simctl.configure(cann="8.0")
+    simctl.foreign_run_on_next_start(pid=os.getpid(), kernel="twin")
+    profiler = Profiler(tmp_path / "out", toolkit=toolkit)
+    with pytest.raises(AmbiguousRunError, match="cannot be told apart"), profiler.profile(device_id=0):
+        sim.launch("ours", device=0, duration_us=2.0)
