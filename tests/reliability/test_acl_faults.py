@@ -47,7 +47,7 @@ def check_error(error: AclError, function: str, code: int | None) -> None:
     assert error.symbol == ACL_CODES[expected]
     assert error.hint and error.hint.strip()
     if code is None:
-        assert "NULL" in error.hint and "duplicate" in error.hint
+        assert "NULL" in str(error) and "duplicate" in error.hint
     text = str(error)
     assert function in text and str(expected) in text and ACL_CODES[expected] in text
 
