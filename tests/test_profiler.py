@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def test_profile_yields_a_handle_with_the_result(toolkit: Toolkit, result_dir: P
     with profiler.profile(device_id=3) as run:
         sim.launch("k", device=3, duration_us=5.0, count=4)
     assert run.device == 3 and run.result is not None
-    assert run.run_id is not None and run.run_id.startswith("PROF_000")
+    assert run.run_id is not None and re.match(r"PROF_\d{6}_\d{17}_", run.run_id)
     assert all(t.device == 3 and t.name == "k" for t in run.result.tasks)
     assert len(run.result.tasks) == 4
     # a user path is never deleted by cleanup=True

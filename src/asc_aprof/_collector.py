@@ -529,14 +529,14 @@ class Collector:
             self._retry_destroys()
         if errors and window.stop_error is None and window.start_error is None:
             window.stop_error = errors[0]
-        with self._lock:
-            self._active = None
-            self._kick_locked()
         window.started.set()
         window.stopped.set()
         if window.claim_removal() and window.run_dir is not None:
             # cleanup() asked while the collection still ran, and no caller is left to do it
             remove_run_dir(window.run_dir, window.key.result_path)
+        with self._lock:
+            self._active = None
+            self._kick_locked()
 
     # -- introspection (tests, diagnostics) -------------------------------------------------------
     def idle(self) -> bool:
@@ -568,15 +568,8 @@ def timeout_error(what: str, timeout: float | None) -> CollectionTimeout:
 PSEUDO_ROOTS: Final = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
-def check_result_dir(path: Path) -> None:
-    """Refuse a result path no collection can write into, naming it (before any collection).
-
-    The path itself, or its nearest existing ancestor, must be a writable directory; a dangling
-    symlink on the way, a file, a read-only mount, a pseudo file system, a NUL byte or a name
-    that cannot be encoded are refused.
-
-    :raises UsageError: saying what is wrong with which path
-    """
+def check_path_text(path: Path) -> None:
+    """Refuse a result path with a NUL byte or a name the file system cannot encode, naming it."""
     text = str(path)
     if "\x00" in text:
         raise UsageError(f"result path contains a NUL byte: {text!r}")
@@ -585,6 +578,24 @@ def check_result_dir(path: Path) -> None:
     except UnicodeEncodeError as exc:
         reason = exc.reason
         raise UsageError(f"result path cannot be encoded for the file system ({reason}): {text!r}") from None
+
+
+def check_result_dir(path: Path) -> None:
+    """Refuse a result path no collection can write into, naming it (before any collection).
+
+    The path itself, or its nearest existing ancestor, must be a writable directory; a dangling
+    symlink on the way, a file, a read-only mount or a pseudo file system are refused. Call
+    :func:`check_path_text` (and the length check) first.
+
+    :raises UsageError: saying what is wrong with which path
+    """
+    try:
+        _check_result_dir(path)
+    except OSError as exc:
+        raise UsageError(f"result path {path} cannot be used: {exc.strerror or exc}") from exc
+
+
+def _check_result_dir(path: Path) -> None:
     resolved = path.resolve()
     if any(resolved == root or root in resolved.parents for root in PSEUDO_ROOTS):
         raise UsageError(f"result path {path} is on a pseudo file system ({resolved}): use a real directory")

@@ -22,6 +22,7 @@ from ._collector import (
     Participant,
     Window,
     WindowKey,
+    check_path_text,
     check_result_dir,
     get_collector,
     remove_run_dir,
@@ -54,7 +55,7 @@ _NESTING = (
 
 def _check_not_collecting(what: str) -> None:
     if _inside_profile.get():
-        raise UsageError(f"{what} inside a profile() block of the same task or thread: {_NESTING}")
+        raise UsageError(f"{what} nested inside a profile() block of the same task or thread: {_NESTING}")
     pending = _manual_start.get()
     if pending is not None and pending.profiler._manual is pending:
         raise UsageError(
@@ -138,8 +139,9 @@ class ProfilerBase:
             self._result_path: Path | None = None
         else:
             path = Path(os.path.abspath(os.fspath(result_path)))
-            check_result_dir(path)
+            check_path_text(path)
             check_result_path(path)
+            check_result_dir(path)
             self._result_path = path
         self._toolkit = toolkit
         self.export_timeout = export_timeout
