@@ -84,7 +84,7 @@ def mark_manual_start(call: Call) -> None:
 def current_pyasc_device() -> int:
     """pyasc's current device when ``asc.lib.runtime`` is already imported and has one, else 0.
 
-    Never imports or initialises pyasc (DECISIONS 16).
+    Never imports or initialises pyasc: importing asc_aprof must have no side effect on it.
     """
     runtime = sys.modules.get("asc.lib.runtime")
     if runtime is None:

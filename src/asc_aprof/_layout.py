@@ -284,7 +284,7 @@ def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
 def device_of_directory(name: str) -> int | None:
     """The device a ``device_N`` directory (or ``Device_id`` cell) stands for.
 
-    Assumption (DECISIONS 6, unverified on hardware): CANN names directories and fills
+    Assumption (unverified on hardware): CANN names directories and fills
     ``Device_id`` with the same logical id that was passed to ``aclprofCreateConfig``, also under
     ``ASCEND_RT_VISIBLE_DEVICES``. Directory names are mapped here; the parser takes ``Device_id``
     cells as the same id (identity, kept out of its hot loop). Change both together if a machine

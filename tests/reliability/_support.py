@@ -24,7 +24,7 @@ CALLED_FUNCTIONS = (
     "aclprofFinalize",
 )
 
-#: The codes the profiling API returns (reference: cann_profiling.md §1.4), with their symbols,
+#: The codes the profiling API returns (acl_base_rt.h), with their symbols,
 #: written out here rather than taken from the library so a wrong table in the library is caught.
 ACL_CODES: dict[int, str] = {
     100000: "ACL_ERROR_INVALID_PARAM",

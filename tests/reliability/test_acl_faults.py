@@ -9,7 +9,7 @@ and does nothing else, as a failing CANN call would leave its state), then check
 * the next ``profile()`` in the same process succeeds and returns every launched task.
 
 ``aclprofCreateConfig`` never returns a code: any injected code makes it return NULL, which the
-library reports as 100000 with the causes CANN documents (DECISIONS 11).
+library reports as 100000 with the causes CANN documents.
 """
 
 from __future__ import annotations

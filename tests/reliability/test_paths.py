@@ -21,7 +21,7 @@ from ._support import assert_nothing_left
 pytestmark = pytest.mark.anyio
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-#: What msprof.py refuses in a path (reference: cann_profiling.md §4.2), written out independently.
+#: What msprof.py refuses in a path (its path checks), written out independently of the library.
 MSPROF_REJECTED = "\n\f\r\b\t\v\x7f\"'%><|&$;`\\"
 #: A run directory name as CANN makes it (PROF_<counter>_<17-digit time>_<pid><8 letters>).
 RUN_NAME_BYTES = len("/PROF_000001_20260101000000000_00012345ABCDEFGH")
