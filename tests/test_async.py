@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, Toolkit, sim
+from asc_aprof._progress import ProgressEvent
 from asc_aprof.sim import SimControl
 
 from .helpers import HANG_MARKER, live_processes_with, wait_gone
@@ -72,6 +73,49 @@ async def test_sweep_with_plain_function_and_early_break(toolkit: Toolkit) -> No
         async for item in stream:
             assert item.result is not None
             break
+
+
+@pytest.mark.parametrize(("max_pending", "limit"), [(None, 4), (1, 1), (3, 3)])
+async def test_sweep_starts_at_most_max_pending_cases_ahead_of_its_consumer(
+    toolkit: Toolkit, simctl: SimControl, max_pending: int | None, limit: int
+) -> None:
+    """A consumer that reads one item and waits holds the sweep to *limit* (default 2 x devices) more."""
+    started = received = parsed = 0
+    ahead: list[int] = []  # started - received, at every start of a case
+    all_parsed = anyio.Event()
+
+    def progress(event: ProgressEvent) -> None:
+        nonlocal parsed
+        if event.kind == "parse_finished":
+            parsed += event.rows  # one task per case
+            if parsed >= limit + 1:
+                all_parsed.set()
+
+    async def run(case: int, device: int) -> None:
+        nonlocal started
+        started += 1
+        ahead.append(started - received)
+        sim.launch(f"case{case}", device=device)
+
+    profiler = AsyncProfiler(toolkit=toolkit, progress=progress)
+    cases = 2 * limit + 3
+    names: list[str] = []
+    with anyio.fail_after(60):
+        async with profiler.sweep(range(cases), run, devices=[0, 1], max_pending=max_pending) as items:
+            first = await items.receive()
+            received += 1
+            # the consumer waits: once what was started is parsed and handed over, nothing runs
+            await all_parsed.wait()
+            await anyio.wait_all_tasks_blocked()
+            assert started == limit + 1, f"{started} cases started with 1 of them received"
+            names.append(first.result.tasks[0].name)  # type: ignore[union-attr]
+            async for item in items:
+                received += 1
+                assert item.error is None and item.result is not None
+                names.append(item.result.tasks[0].name)
+    assert max(ahead) == limit, ahead
+    assert started == received == cases
+    assert sorted(names) == sorted(f"case{case}" for case in range(cases))
 
 
 async def test_sync_and_async_profilers_in_one_process(toolkit: Toolkit, simctl: SimControl) -> None:
