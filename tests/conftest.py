@@ -12,6 +12,8 @@ from asc_aprof import Toolkit, sim
 from asc_aprof._collector import get_collector
 from asc_aprof.sim import SimControl
 
+from . import helpers  # noqa: F401 - marks every process this session starts (leak probes)
+
 
 @pytest.fixture(params=["asyncio", "trio"])
 def anyio_backend(request: pytest.FixtureRequest) -> str:

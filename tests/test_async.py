@@ -1,4 +1,7 @@
-"""AsyncProfiler on asyncio and trio: windows, streaming, sweep, cancellation."""
+"""What only AsyncProfiler does, on asyncio and trio: streaming, the sweep, cancellation.
+
+The scenarios both profilers share (results, windows, runs, errors) are in ``tests/scenarios``.
+"""
 
 from __future__ import annotations
 
@@ -8,124 +11,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from asc_aprof import (
-    AsyncProfiler,
-    ExportError,
-    Profiler,
-    ProfilingTask,
-    Toolkit,
-    sim,
-    task_time_median,
-)
-from asc_aprof._collector import get_collector
+from asc_aprof import AsyncProfiler, Profiler, Toolkit, sim
+from asc_aprof._progress import ProgressEvent
 from asc_aprof.sim import SimControl
 
 from .helpers import HANG_MARKER, live_processes_with, wait_gone
 
 pytestmark = pytest.mark.anyio
-
-
-async def test_spec_example_async(toolkit: Toolkit) -> None:
-    profiler = AsyncProfiler(toolkit=toolkit)
-    async with profiler.profile() as run:
-        for duration in (10.0, 30.0, 20.0):
-            sim.launch("kernel", duration_us=duration)
-    assert run.result is not None and profiler.last_result is run.result
-    assert task_time_median(run.result.tasks, name="kernel") == 20.0
-
-
-@pytest.mark.parametrize("cann", ["8.5", "9.x"])
-async def test_four_looping_tasks_get_exactly_their_own_tasks(
-    toolkit: Toolkit, simctl: SimControl, cann: str
-) -> None:
-    simctl.set_cann(cann)
-    simctl.set_latency(start=0.01, stop=0.02)
-    profiler = AsyncProfiler(toolkit=toolkit)
-    seen: dict[int, list[ProfilingTask]] = {d: [] for d in range(4)}
-    run_ids: dict[int, list[str]] = {d: [] for d in range(4)}
-
-    async def loop(device: int) -> None:
-        for round_ in range(4):
-            async with profiler.profile(device_id=device) as run:
-                await anyio.sleep(0.005 * device)
-                sim.launch(f"kernel_{device}", device=device, duration_us=1.0 + device, count=round_ + 1)
-            assert run.result is not None and run.run_id is not None
-            seen[device].extend(run.result.tasks)
-            run_ids[device].append(run.run_id)
-
-    started = get_collector().windows_started
-    async with anyio.create_task_group() as tg:
-        for device in range(4):
-            tg.start_soon(loop, device)
-    for device in range(4):
-        assert [t.name for t in seen[device]] == [f"kernel_{device}"] * 10
-        assert {t.device for t in seen[device]} == {device}
-        assert {t.duration for t in seen[device]} == {1.0 + device}
-    # windows were shared: fewer collections than the 16 profile() calls
-    assert get_collector().windows_started - started < 16
-    all_ids = [r for d in range(4) for r in run_ids[d]]
-    assert len(set(all_ids)) < len(all_ids), "no window was shared"
-    for device in range(4):
-        assert len(set(run_ids[device])) == 4  # a device never shares a window with itself
-
-
-async def test_window_batches_many_devices_into_one_collection(
-    toolkit: Toolkit, simctl: SimControl, tmp_path: Path
-) -> None:
-    simctl.set_latency(init=0.2)  # callers arriving during init join the same window
-    profiler = AsyncProfiler(tmp_path, toolkit=toolkit)
-    runs = {}
-
-    async def one(device: int) -> None:
-        async with profiler.profile(device_id=device) as run:
-            sim.launch("k", device=device, count=2)
-        runs[device] = run
-
-    started = get_collector().windows_started
-    async with anyio.create_task_group() as tg:
-        for device in range(6):
-            tg.start_soon(one, device)
-    assert get_collector().windows_started - started == 1
-    assert len({r.run_id for r in runs.values()}) == 1
-    run_dir = tmp_path / str(runs[0].run_id)
-    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("device_")) == [
-        f"device_{d}" for d in range(6)
-    ]
-    for device, run in runs.items():
-        assert run.result is not None and [t.device for t in run.result.tasks] == [device, device]
-
-
-async def test_separate_default_profilers_batch(toolkit: Toolkit, simctl: SimControl) -> None:
-    simctl.set_latency(init=0.2)
-    runs = {}
-
-    async def one(device: int) -> None:
-        async with AsyncProfiler(toolkit=toolkit).profile(device_id=device) as run:
-            sim.launch("k", device=device)
-        runs[device] = run
-
-    async with anyio.create_task_group() as tg:
-        for device in range(4):
-            tg.start_soon(one, device)
-    assert len({r.run_id for r in runs.values()}) == 1
-    assert all(r.result is not None and len(r.result.tasks) == 1 for r in runs.values())
-
-
-async def test_same_device_never_shares_a_window(toolkit: Toolkit, simctl: SimControl) -> None:
-    simctl.set_latency(init=0.1)
-    profiler = AsyncProfiler(toolkit=toolkit)
-    runs = []
-
-    async def one(i: int) -> None:
-        async with profiler.profile(device_id=0) as run:
-            sim.launch(f"k{i}")
-        runs.append(run)
-
-    async with anyio.create_task_group() as tg:
-        for i in range(3):
-            tg.start_soon(one, i)
-    assert len({r.run_id for r in runs}) == 3
-    assert sorted(r.result.tasks[0].name for r in runs) == ["k0", "k1", "k2"]  # type: ignore[union-attr]
 
 
 async def test_iter_tasks_streams_with_a_slow_consumer(
@@ -181,6 +73,49 @@ async def test_sweep_with_plain_function_and_early_break(toolkit: Toolkit) -> No
         async for item in stream:
             assert item.result is not None
             break
+
+
+@pytest.mark.parametrize(("max_pending", "limit"), [(None, 4), (1, 1), (3, 3)])
+async def test_sweep_starts_at_most_max_pending_cases_ahead_of_its_consumer(
+    toolkit: Toolkit, simctl: SimControl, max_pending: int | None, limit: int
+) -> None:
+    """A consumer that reads one item and waits holds the sweep to *limit* (default 2 x devices) more."""
+    started = received = parsed = 0
+    ahead: list[int] = []  # started - received, at every start of a case
+    all_parsed = anyio.Event()
+
+    def progress(event: ProgressEvent) -> None:
+        nonlocal parsed
+        if event.kind == "parse_finished":
+            parsed += event.rows  # one task per case
+            if parsed >= limit + 1:
+                all_parsed.set()
+
+    async def run(case: int, device: int) -> None:
+        nonlocal started
+        started += 1
+        ahead.append(started - received)
+        sim.launch(f"case{case}", device=device)
+
+    profiler = AsyncProfiler(toolkit=toolkit, progress=progress)
+    cases = 2 * limit + 3
+    names: list[str] = []
+    with anyio.fail_after(60):
+        async with profiler.sweep(range(cases), run, devices=[0, 1], max_pending=max_pending) as items:
+            first = await items.receive()
+            received += 1
+            # the consumer waits: once what was started is parsed and handed over, nothing runs
+            await all_parsed.wait()
+            await anyio.wait_all_tasks_blocked()
+            assert started == limit + 1, f"{started} cases started with 1 of them received"
+            names.append(first.result.tasks[0].name)  # type: ignore[union-attr]
+            async for item in items:
+                received += 1
+                assert item.error is None and item.result is not None
+                names.append(item.result.tasks[0].name)
+    assert max(ahead) == limit, ahead
+    assert started == received == cases
+    assert sorted(names) == sorted(f"case{case}" for case in range(cases))
 
 
 async def test_sync_and_async_profilers_in_one_process(toolkit: Toolkit, simctl: SimControl) -> None:
@@ -256,15 +191,6 @@ async def test_cancel_during_export_kills_the_process_group(simctl: SimControl, 
     assert len((await retry.store_result(run_dirs[0].name)).tasks) == 3
 
 
-async def test_export_timeout_is_an_export_error(simctl: SimControl) -> None:
-    profiler = AsyncProfiler(toolkit=sim.toolkit(export_fault="hang"), export_timeout=1.0)
-    with pytest.raises(ExportError, match="did not finish within 1 s") as info:
-        async with profiler.profile():
-            sim.launch("k")
-    assert "helper pid" in info.value.stderr_tail
-    assert wait_gone(HANG_MARKER) == []
-
-
 async def test_one_cancelled_caller_does_not_disturb_the_window(toolkit: Toolkit, simctl: SimControl) -> None:
     simctl.set_latency(init=0.2)
     profiler = AsyncProfiler(toolkit=toolkit)
@@ -290,33 +216,6 @@ async def test_one_cancelled_caller_does_not_disturb_the_window(toolkit: Toolkit
         result = results[device].result
         assert result is not None and [t.name for t in result.tasks] == ["good", "good"]
     assert live_processes_with(HANG_MARKER) == []
-
-
-async def test_body_exception_in_shared_window_propagates_unchanged(
-    toolkit: Toolkit, simctl: SimControl
-) -> None:
-    simctl.set_latency(init=0.1)
-    profiler = AsyncProfiler(toolkit=toolkit)
-    outcome: dict[str, object] = {}
-
-    async def failing() -> None:
-        err = KeyError("x")
-        try:
-            async with profiler.profile(device_id=0):
-                raise err
-        except KeyError as caught:
-            outcome["same"] = caught is err
-
-    async def fine() -> None:
-        async with profiler.profile(device_id=1) as run:
-            sim.launch("fine", device=1)
-            await anyio.sleep(0.1)
-        outcome["fine"] = [t.name for t in run.result.tasks]  # type: ignore[union-attr]
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(failing)
-        tg.start_soon(fine)
-    assert outcome == {"same": True, "fine": ["fine"]}
 
 
 async def test_sweep_with_many_windows_in_flight_does_not_starve_its_exports(simctl: SimControl) -> None:

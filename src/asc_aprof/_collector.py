@@ -284,7 +284,9 @@ class _CallThread:
 class Collector:
     """Owns aclprof state for the whole process; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, interface_factory: Callable[[Toolkit], MsprofInterface] = MsprofInterface) -> None:
+        """:param interface_factory: makes the binding of a toolkit (tests pass a fake one)"""
+        self._interface_factory = interface_factory
         self._lock = threading.Lock()
         self._queue: list[Window] = []
         self._active: Window | None = None
@@ -374,7 +376,7 @@ class Collector:
     def interface(self, toolkit: Toolkit) -> MsprofInterface:
         iface = self._interfaces.get(toolkit.library)
         if iface is None:
-            iface = self._interfaces[toolkit.library] = MsprofInterface(toolkit)
+            iface = self._interfaces[toolkit.library] = self._interface_factory(toolkit)
         return iface
 
     def _finalize(self, errors: list[BaseException]) -> None:
