@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 
-from ._async import AsyncProfiler, SweepItem
+from ._async import AsyncProfiler, SweepItem, SweepItems
 from ._binding import MsprofInterface, ProfilerConfig
-from ._collector import CollectionTimeout
 from ._core import ProfileRun
 from ._discovery import discover_toolkit
 from ._enums import AicoreMetrics, ProfileType
 from ._errors import (
     AclError,
     AprofError,
+    CollectionTimeout,
     ExportError,
+    InvalidArgumentError,
+    NoSamplesError,
     ParseError,
     ToolkitNotFoundError,
     UsageError,
@@ -37,7 +39,9 @@ __all__ = (
     "AsyncProfiler",
     "CollectionTimeout",
     "ExportError",
+    "InvalidArgumentError",
     "MsprofInterface",
+    "NoSamplesError",
     "ParseError",
     "ProfileRun",
     "ProfileType",
@@ -46,6 +50,7 @@ __all__ = (
     "ProfilingResult",
     "ProfilingTask",
     "SweepItem",
+    "SweepItems",
     "TaskParser",
     "Toolkit",
     "ToolkitNotFoundError",

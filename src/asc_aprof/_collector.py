@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
-from ._errors import AclError, AprofError, UsageError, create_config_null_error
+from ._errors import AclError, CollectionTimeout, UsageError, create_config_null_error
 from ._latch import Latch
 from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
@@ -67,10 +67,6 @@ class WindowState(enum.Enum):
     RUNNING = "running"
     STOPPING = "stopping"
     STOPPED = "stopped"
-
-
-class CollectionTimeout(AprofError):
-    """An aclprof call did not return within the caller's timeout (the collector still finishes it)."""
 
 
 class Claim(enum.Enum):

@@ -19,6 +19,10 @@ class UsageError(AprofError):
     """The API was called in a way that cannot work (wrong state, nesting, bad argument)."""
 
 
+class CollectionTimeout(AprofError):
+    """An aclprof call did not return within the caller's timeout (the collector still finishes it)."""
+
+
 class InvalidArgumentError(UsageError, ValueError):
     """An argument has a value that cannot work; the message names it (also a ``ValueError``)."""
 
