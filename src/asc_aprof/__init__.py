@@ -3,7 +3,8 @@
 Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetrics`,
 :class:`ProfileType`, :class:`ProfilingResult`, :class:`ProfilingTask`, :func:`task_time_median`,
 :class:`MsprofInterface`) over CANN's ``libmsprofiler.so`` and ``msprof.py``, plus an anyio-based
-:class:`AsyncProfiler`. ``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
+:class:`AsyncProfiler` and a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``).
+``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import contextlib as _contextlib
 
 from ._async import AsyncProfiler, SweepItem
+from ._bench import AttributionError, BenchConfig, BenchResult, KernelTime, StopReason
+from ._bench_api import bench, do_bench
 from ._binding import MsprofInterface, ProfilerConfig
 from ._collector import CollectionTimeout
 from ._core import ProfileRun
@@ -35,8 +38,12 @@ __all__ = (
     "AicoreMetrics",
     "AprofError",
     "AsyncProfiler",
+    "AttributionError",
+    "BenchConfig",
+    "BenchResult",
     "CollectionTimeout",
     "ExportError",
+    "KernelTime",
     "MsprofInterface",
     "ParseError",
     "ProfileRun",
@@ -45,13 +52,16 @@ __all__ = (
     "ProfilerConfig",
     "ProfilingResult",
     "ProfilingTask",
+    "StopReason",
     "SweepItem",
     "TaskParser",
     "Toolkit",
     "ToolkitNotFoundError",
     "UsageError",
     "__version__",
+    "bench",
     "discover_toolkit",
+    "do_bench",
     "task_time_median",
 )
 

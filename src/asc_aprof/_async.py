@@ -44,6 +44,7 @@ from ._bench import (
     do_bench_config,
     do_bench_value,
     plan,
+    with_grads,
 )
 from ._binding import ProfileTypes
 from ._collector import get_collector, remove_run_dir, timeout_error
@@ -493,11 +494,9 @@ class AsyncProfiler(ProfilerBase):
 
         Cancelled: as :meth:`bench`.
         """
-        from ._profiler import _with_grads
-
         check_do_bench(return_mode, quantiles)
         config = do_bench_config(warmup, rep)
-        result = await self._bench(fn, device_id, _with_grads(flush, grad_to_none), config, True, None, None)
+        result = await self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
         return do_bench_value(result, quantiles, return_mode)
 
     async def _bench(

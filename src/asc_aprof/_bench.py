@@ -43,7 +43,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Collection, Generator, Iterable, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from typing import Any, Final
 
 from ._errors import AprofError, InvalidArgumentError
@@ -631,3 +631,19 @@ def do_bench_value(
     if return_mode == "median":
         return quantile(ordered, 0.5)
     return math.fsum(ms) / len(ms)
+
+
+def with_grads(
+    flush: Callable[[], object] | None, grads: Sequence[Any] | None
+) -> Callable[[], object] | None:
+    """*flush* preceded by setting ``.grad = None`` on each of *grads* (triton's ``grad_to_none``)."""
+    if not grads:
+        return flush
+
+    def reset() -> None:
+        for tensor in grads:
+            tensor.grad = None
+        if flush is not None:
+            flush()
+
+    return reset

@@ -19,6 +19,7 @@ from ._bench import (
     do_bench_config,
     do_bench_value,
     plan,
+    with_grads,
 )
 from ._binding import ProfileTypes
 from ._collector import remove_run_dir, timeout_error
@@ -259,7 +260,7 @@ class Profiler(ProfilerBase):
         """
         check_do_bench(return_mode, quantiles)
         config = do_bench_config(warmup, rep)
-        result = self._bench(fn, device_id, _with_grads(flush, grad_to_none), config, True, None, None)
+        result = self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
         return do_bench_value(result, quantiles, return_mode)
 
     def _bench(
@@ -324,19 +325,3 @@ class Profiler(ProfilerBase):
             exit_profile_body(token)
         call.leave()
         drive(call.finish(cleanup))
-
-
-def _with_grads(
-    flush: Callable[[], object] | None, grads: Sequence[Any] | None
-) -> Callable[[], object] | None:
-    """*flush* preceded by setting ``.grad = None`` on each of *grads* (triton's ``grad_to_none``)."""
-    if not grads:
-        return flush
-
-    def reset() -> None:
-        for tensor in grads:
-            tensor.grad = None
-        if flush is not None:
-            flush()
-
-    return reset
