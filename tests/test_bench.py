@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import asc_aprof
 from asc_aprof import (
@@ -98,6 +100,52 @@ def test_attribution_names_uncounted_tasks() -> None:
         split(cpu, 1)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    call=st.lists(st.sampled_from("abc"), min_size=1, max_size=4),
+    flush=st.lists(st.sampled_from("abx"), max_size=3),
+    reps=st.integers(1, 12),
+    data=st.data(),
+)
+def test_attribution_never_returns_a_wrong_call(
+    call: list[str], flush: list[str], reps: int, data: st.DataObject
+) -> None:
+    """Calibrated signatures: a window is attributed exactly, and any dropped or extra kernel raises."""
+    call_sig = tuple((n, "AI_CORE") for n in call)
+    flush_sig = tuple((n, "AI_CORE") for n in flush)
+    tasks: list[ProfilingTask] = []
+    truth: list[list[float]] = []
+    for rep in range(reps):
+        tasks += [ProfilingTask(None, n, "AI_CORE", 1000.0 + rep, 0) for n in flush]
+        durations = [float(rep * 10 + i) for i in range(len(call))]
+        tasks += [ProfilingTask(None, n, "AI_CORE", d, 0) for n, d in zip(call, durations, strict=True)]
+        truth.append(durations)
+
+    def run(window: list[ProfilingTask]) -> list[list[float]]:
+        calls, _ = attribute(
+            window,
+            reps,
+            device=0,
+            run_id="PROF_x",
+            types={"AI_CORE"},
+            call=call_sig,
+            kernels=len(call_sig),
+            flush=True,
+            flush_sig=flush_sig,
+        )
+        return [[t.duration for t in c] for c in calls]
+
+    assert run(tasks) == truth
+    corrupted = list(tasks)
+    if data.draw(st.booleans(), label="drop"):
+        del corrupted[data.draw(st.integers(0, len(corrupted) - 1), label="at")]
+    else:
+        where = data.draw(st.integers(0, len(corrupted)), label="at")
+        corrupted.insert(where, ProfilingTask(None, data.draw(st.sampled_from("abx")), "AI_CORE", 7.0, 0))
+    with pytest.raises(AttributionError):
+        run(corrupted)
+
+
 # -- sync, end to end -------------------------------------------------------------------------------------
 def test_fixed_reps_median_is_the_sum_of_the_calls_kernels(toolkit: Toolkit) -> None:
     result = Profiler(toolkit=toolkit).bench(two_kernels, 0, reps=30)
@@ -120,7 +168,26 @@ def test_flush_kernels_never_count_even_when_named_like_the_calls(toolkit: Toolk
     result = Profiler(toolkit=toolkit).bench(two_kernels, 0, flush=flush, reps=12, batch=5)
     assert result.median_us == 25.0 and result.max_us == 25.0
     assert result.flush_kernels == ("matmul", "l2_wipe")
-    assert len(result.run_ids) == 1 + 3
+    assert len(result.run_ids) == 2 + 3  # the call alone, the flush alone, then 5 + 5 + 2
+
+
+def test_a_flush_that_changes_what_it_launches_is_caught(toolkit: Toolkit) -> None:
+    flushes = 0
+
+    def flush() -> None:
+        nonlocal flushes
+        flushes += 1
+        # warm-up (2) and the flush's calibration launch one kernel; later flushes none
+        if flushes <= 3:
+            sim.launch("matmul", duration_us=500.0)
+
+    with pytest.raises(AttributionError, match=r"each call launched 2 .* and the flush 1 \[matmul\]"):
+        Profiler(toolkit=toolkit).bench(two_kernels, 0, flush=flush, reps=4)
+
+
+def test_a_flush_launching_nothing_on_the_device_is_fine(toolkit: Toolkit) -> None:
+    result = Profiler(toolkit=toolkit).bench(two_kernels, 0, flush=lambda: sim.launch("x", device=3), reps=6)
+    assert result.median_us == 25.0 and result.flush_kernels == ()
 
 
 def test_a_call_that_launches_nothing_fails_with_the_reason(toolkit: Toolkit) -> None:

@@ -114,7 +114,8 @@ def drive(
         for _ in range(step.reps):
             if step.flush:
                 tasks.append(ProfilingTask(None, "flush", "AI_CORE", 99.0, 0))
-            tasks.append(ProfilingTask(None, "k", "AI_CORE", draw(), 0))
+            if step.call:
+                tasks.append(ProfilingTask(None, "k", "AI_CORE", draw(), 0))
         windows += 1
         outcome = Window(tuple(tasks), f"PROF_{windows:06d}", seconds_per_window)
 
@@ -152,7 +153,7 @@ def test_fixed_reps_go_in_batches_and_flush_kernels_never_count() -> None:
     values = iter([float(v) for v in range(1, 1000)])
     result = drive(BenchConfig(reps=25, batch=10), lambda: next(values), flush=True)
     assert result.stop is StopReason.REPS and result.count == 25
-    assert len(result.run_ids) == 1 + 3  # calibration, then 10 + 10 + 5
+    assert len(result.run_ids) == 2 + 3  # the call alone, the flush alone, then 10 + 10 + 5
     assert result.samples_us == tuple(float(v) for v in range(2, 27))  # 1.0 was the calibration call
     assert result.flush_kernels == ("flush",)
     assert all(k.name == "k" for k in result.kernels)

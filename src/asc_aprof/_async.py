@@ -516,23 +516,27 @@ class AsyncProfiler(ProfilerBase):
         flush_async = flush is not None and inspect.iscoroutinefunction(flush)
         threaded = not fn_async and not flush_async
 
-        def repeat_sync(n: int, with_flush: bool, seconds: float | None) -> int:
+        def repeat_sync(n: int, with_flush: bool, with_call: bool, seconds: float | None) -> int:
             began, calls = time.monotonic(), 0
             while calls < n or (seconds is not None and time.monotonic() - began < seconds):
                 if with_flush and flush is not None:
                     flush()
-                fn()
+                if with_call:
+                    fn()
                 calls += 1
             return calls
 
-        async def repeat(n: int, with_flush: bool, seconds: float | None = None) -> int:
+        async def repeat(
+            n: int, with_flush: bool, with_call: bool = True, seconds: float | None = None
+        ) -> int:
             if threaded:
-                return await anyio.to_thread.run_sync(repeat_sync, n, with_flush, seconds)
+                return await anyio.to_thread.run_sync(repeat_sync, n, with_flush, with_call, seconds)
             began, calls = time.monotonic(), 0
             while calls < n or (seconds is not None and time.monotonic() - began < seconds):
                 if with_flush and flush is not None:
                     await _call_maybe_async(flush, flush_async)
-                await _call_maybe_async(fn, fn_async)
+                if with_call:
+                    await _call_maybe_async(fn, fn_async)
                 calls += 1
             return calls
 
@@ -545,11 +549,11 @@ class AsyncProfiler(ProfilerBase):
             began = time.monotonic()
             if isinstance(step, Measure):
                 async with self._collect(device, cleanup, metric, profile_types) as run:
-                    await repeat(step.reps, step.flush)
+                    await repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
                 outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
             else:
-                calls = await repeat(step.calls, True, step.seconds)
+                calls = await repeat(step.calls, True, True, step.seconds)
                 outcome = (calls, time.monotonic() - began)
 
     @contextlib.asynccontextmanager

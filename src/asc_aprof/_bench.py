@@ -16,15 +16,17 @@ good enough to stop, and which kernel belongs to which call.
 
 **Attribution.** A call's time is the sum of the kernels it launched on the device. Kernels are
 tasks whose type is counted (default: the AI Core types and ``AI_CPU``; level-0 tasks of type
-``N/A`` only when asked). The first window holds **one call alone** (the *calibration*, skipped
-when the caller says ``kernels=`` per call): its kernels, in start order, are the call's
-*signature* (names and types). Every later window of *n* repetitions must then be exactly *n*
-copies of ``flush signature + call signature``: the flush's signature is what precedes the
-call's in the first batch (its length follows from the window's kernel count), and later
-batches must repeat it. Anything else (a call that launched no kernel, a count that does not
-divide, a kernel out of place) raises :class:`AttributionError` saying what was seen: never a
-partial sum, never ``inf``. So a flush's kernels never count, even when they share a name with
-the call's, and the rule needs no marker API: CANN's ``MSPROFTX`` ranges would need another
+``N/A`` only when asked). The first window holds **one call alone** and, with a flush, the
+second **one flush alone** (the *calibration*): their kernels, in start order, are the call's
+and the flush's *signatures* (names and types; the flush's may be empty). Every later window of
+*n* repetitions must then be exactly *n* copies of ``flush signature + call signature``.
+Anything else (a call that launched no kernel, a count that does not divide, a kernel out of
+place) raises :class:`AttributionError` saying what was seen: never a partial sum, never
+``inf``. So a flush's kernels never count, even when they share a name with the call's. With
+``kernels=`` per call the calibration is skipped and the check is weaker: each window's count
+must be a whole number of ``kernels`` (plus the flush's) per repetition, and every repetition
+must repeat the first one's names, the flush's part being what precedes the call's. The rule
+needs no marker API: CANN's ``MSPROFTX`` ranges would need another
 data type, another export and host-to-device time alignment that the simulator does not model;
 positions in the device's start order are what a single-stream call gives exactly. Calls that
 run kernels on several streams must synchronise before returning, so that consecutive calls do
@@ -276,13 +278,14 @@ class WarmUp:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Measure:
-    """One window of *reps* repetitions (``flush(); fn()`` each, or ``fn()`` alone if not *flush*).
+    """One window of *reps* repetitions: ``flush()`` (if *flush*) then ``fn()`` (if *call*) each.
 
     The outcome is a :class:`Window`.
     """
 
     reps: int
     flush: bool
+    call: bool = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -359,12 +362,14 @@ def attribute(
         )
     per_rep = total // reps
     n_flush = per_rep - kernels
-    if n_flush < 0 or (not flush and n_flush != 0):
+    expected_flush = 0 if not flush else None if flush_sig is None else len(flush_sig)
+    if n_flush < 0 or (expected_flush is not None and n_flush != expected_flush):
+        alone = f"each call launched {kernels}" + (f" {_describe(call)}" if call is not None else "")
+        if flush and flush_sig is not None:
+            alone += f" and the flush {len(flush_sig)} {_describe(flush_sig)}"
         raise AttributionError(
             f"cannot attribute kernels to calls ({where}): {per_rep} kernel(s) per repetition where "
-            f"each call launched {kernels}"
-            + (f" {_describe(call)}" if call is not None else "")
-            + " when measured alone; the number of kernels a call launches must not change"
+            f"{alone} when measured alone; the number of kernels a call launches must not change"
         )
     first = _signature(counted[:per_rep])
     learned_flush = first[:n_flush]
@@ -452,13 +457,18 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
         call = _signature(calibration[0])
         kernels = len(call)
         call_time = math.fsum(t.duration for t in calibration[0])
+    flush_sig: Signature | None = None
+    if flush and config.kernels is None:
+        window = yield Measure(1, True, call=False)
+        run_ids.append(window.run_id)
+        clock.add(1, window.seconds)
+        flush_sig = _signature([t for t in window.tasks if t.type in types])  # may be empty
 
     target = config.reps
     if config.rep_device_time is not None and call_time:
         target = min(config.max_reps, max(1, round(config.rep_device_time * 1e6 / call_time)))
     adaptive = target is None
     max_batch = config.batch or DEFAULT_MAX_BATCH
-    flush_sig: Signature | None = None
     calls: list[Sequence[ProfilingTask]] = []
     stop = StopReason.REPS
 

@@ -197,9 +197,10 @@ class Profiler(ProfilerBase):
         """Measure ``fn()`` on *device_id*: median, its 95% interval, samples, outliers, kernels.
 
         A call's time is the sum of the kernels it launched on the device, attributed by
-        position: one call alone is profiled first (its kernels are the call's signature), then
-        every window of repetitions must be exactly that many copies of the flush's kernels
-        followed by the call's, else :class:`~asc_aprof.AttributionError` (never a partial sum).
+        position: one call alone (and one flush alone) is profiled first, its kernels are the
+        call's (the flush's) signature; then every window of repetitions must be exactly that
+        many copies of the flush's kernels followed by the call's, else
+        :class:`~asc_aprof.AttributionError` (never a partial sum).
 
         :param fn: the call to measure (launches its kernels on the device and returns)
         :param flush: run before every repetition (e.g. a kernel that overwrites L2); its kernels
@@ -215,7 +216,7 @@ class Profiler(ProfilerBase):
         :param batch: repetitions per collection window (default: all at once for *reps*,
             planned from the interval when adaptive)
         :param confidence: of the median's interval (distribution-free, order statistics)
-        :param kernels: kernels each call launches; given, the calibration window is skipped
+        :param kernels: kernels each call launches; given, the calibration windows are skipped
             and each repetition must repeat the first one's kernels
         :param task_types: task types that count (default: AI Core types and ``AI_CPU``; add
             ``"N/A"`` for level-0 runs whose types could not be joined)
@@ -277,11 +278,12 @@ class Profiler(ProfilerBase):
         metric = AicoreMetrics.PIPE_UTILIZATION if metrics is None else metrics
         steps: Plan = plan(config, device=device, flush=flush is not None)
 
-        def repeat(n: int, with_flush: bool) -> None:
+        def repeat(n: int, with_flush: bool, with_call: bool = True) -> None:
             for _ in range(n):
                 if with_flush and flush is not None:
                     flush()
-                fn()
+                if with_call:
+                    fn()
 
         outcome: Any = None
         while True:
@@ -292,7 +294,7 @@ class Profiler(ProfilerBase):
             began = time.monotonic()
             if isinstance(step, Measure):
                 with self._collect(device, cleanup, metric, profile_types) as run:
-                    repeat(step.reps, step.flush)
+                    repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
                 outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
             else:
