@@ -3,7 +3,8 @@
 Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetrics`,
 :class:`ProfileType`, :class:`ProfilingResult`, :class:`ProfilingTask`, :func:`task_time_median`,
 :class:`MsprofInterface`) over CANN's ``libmsprofiler.so`` and ``msprof.py``, plus an anyio-based
-:class:`AsyncProfiler`. ``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
+:class:`AsyncProfiler` and a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``).
+``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import contextlib as _contextlib
 
 from ._async import AsyncProfiler, SweepItem, SweepItems
+from ._bench import AttributionError, BenchConfig, BenchResult, KernelTime, StopReason
+from ._bench_api import bench, do_bench
 from ._binding import MsprofInterface, ProfilerConfig
 from ._core import ProfileRun
 from ._discovery import discover_toolkit
@@ -37,9 +40,13 @@ __all__ = (
     "AicoreMetrics",
     "AprofError",
     "AsyncProfiler",
+    "AttributionError",
+    "BenchConfig",
+    "BenchResult",
     "CollectionTimeout",
     "ExportError",
     "InvalidArgumentError",
+    "KernelTime",
     "MsprofInterface",
     "NoSamplesError",
     "ParseError",
@@ -49,6 +56,7 @@ __all__ = (
     "ProfilerConfig",
     "ProfilingResult",
     "ProfilingTask",
+    "StopReason",
     "SweepItem",
     "SweepItems",
     "TaskParser",
@@ -56,7 +64,9 @@ __all__ = (
     "ToolkitNotFoundError",
     "UsageError",
     "__version__",
+    "bench",
     "discover_toolkit",
+    "do_bench",
     "task_time_median",
 )
 

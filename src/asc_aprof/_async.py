@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
-import itertools
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+import time
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
@@ -31,6 +33,19 @@ import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from ._bench import (
+    BenchConfig,
+    BenchResult,
+    Measure,
+    Plan,
+    Window,
+    bench_config,
+    check_do_bench,
+    do_bench_config,
+    do_bench_value,
+    plan,
+    with_grads,
+)
 from ._binding import ProfileTypes
 from ._collector import get_collector, remove_run_dir, timeout_error
 from ._core import (
@@ -63,7 +78,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         return None
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
-        async with exporting_async(step.run_dir), (limiter or contextlib.nullcontext()):
+        async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
             return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         per_device: dict[int | None, list[ProfilingTask]] = {}
@@ -75,6 +90,13 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root)
     return None
+
+
+async def _call_maybe_async(fn: Callable[[], Any], is_async: bool) -> None:
+    if is_async:
+        await fn()
+    else:
+        fn()
 
 
 async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:
@@ -119,15 +141,17 @@ class SweepItem(Generic[CaseT]):
     """One case's outcome in :meth:`AsyncProfiler.sweep`.
 
     :ivar case: the case as given
-    :ivar device: the device it ran on
-    :ivar result: its tasks (None when it failed)
+    :ivar device: the device it ran on (or was pinned to)
+    :ivar result: its tasks (None when it failed, and in a ``bench=`` sweep)
     :ivar error: the exception of the run function, the collection or the export (None on success)
+    :ivar bench: in a ``bench=`` sweep, the case's :class:`~asc_aprof.BenchResult`
     """
 
     case: CaseT
     device: int
     result: ProfilingResult | None
     error: BaseException | None = None
+    bench: BenchResult | None = None
 
 
 class SweepItems(Generic[CaseT]):
@@ -137,11 +161,13 @@ class SweepItems(Generic[CaseT]):
     for the workers to start another case (see ``max_pending``).
     """
 
-    __slots__ = ("_places", "_receive")
+    __slots__ = ("_receive", "_received")
 
-    def __init__(self, receive: MemoryObjectReceiveStream[SweepItem[CaseT]], places: anyio.Semaphore) -> None:
+    def __init__(
+        self, receive: MemoryObjectReceiveStream[SweepItem[CaseT]], received: Callable[[], None]
+    ) -> None:
         self._receive = receive
-        self._places = places
+        self._received = received
 
     async def receive(self) -> SweepItem[CaseT]:
         """The next item.
@@ -150,7 +176,7 @@ class SweepItems(Generic[CaseT]):
         Cancelled: no item is lost (the stream is unchanged).
         """
         item = await self._receive.receive()
-        self._places.release()
+        self._received()
         return item
 
     def __aiter__(self) -> SweepItems[CaseT]:
@@ -161,6 +187,92 @@ class SweepItems(Generic[CaseT]):
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+
+class _Scheduler(Generic[CaseT]):
+    """Which case a sweep's device takes next: pinned cases wait for their device, others go anywhere.
+
+    Cases are pulled from the iterable lazily, each taking one of *places* (freed when the
+    consumer receives its item: the sweep's backpressure). A case pulled by one worker but pinned
+    to another device is queued for that device. State of one event loop, touched only by its
+    tasks between checkpoints (no lock needed); ``_changed`` is replaced after every change.
+    """
+
+    def __init__(
+        self,
+        cases: Iterable[CaseT],
+        placement: Callable[[CaseT], int | None] | None,
+        devices: Sequence[int],
+        places: int,
+    ) -> None:
+        self._pending = iter(cases)
+        self._placement = placement
+        self._devices = devices
+        self._exhausted = False
+        self._free = places
+        self._pinned: dict[int, deque[CaseT]] = {d: deque() for d in devices}
+        self._anywhere: deque[CaseT] = deque()
+        self._misplaced: deque[tuple[CaseT, int, UsageError]] = deque()
+        self._changed = anyio.Event()
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def received(self) -> None:
+        """The consumer received an item: a place is free."""
+        self._free += 1
+        self._wake()
+
+    def _pull(self) -> None:
+        try:
+            case = next(self._pending)
+        except StopIteration:
+            self._exhausted = True
+            self._wake()
+            return
+        self._free -= 1
+        device = None if self._placement is None else self._placement(case)
+        if device is None:
+            self._anywhere.append(case)
+        elif int(device) in self._pinned:
+            self._pinned[int(device)].append(case)
+        else:
+            self._misplaced.append((case, int(device), _not_a_sweep_device(case, int(device), self._devices)))
+        self._wake()
+
+    def take_nowait(self, device: int) -> tuple[CaseT, int, UsageError | None] | None:
+        """The next case for *device* if one can be had at once (None: none now, or never)."""
+        while True:
+            if self._misplaced:
+                return self._misplaced.popleft()
+            if self._pinned[device]:
+                return self._pinned[device].popleft(), device, None
+            if self._anywhere:
+                return self._anywhere.popleft(), device, None
+            if self._exhausted or self._free <= 0:
+                return None
+            self._pull()
+
+    async def take(self, device: int) -> tuple[CaseT, int, UsageError | None] | None:
+        """The next case for *device*, waiting for a place or a pinned case; None: no more for it.
+
+        Cancelled: nothing is taken.
+        """
+        while True:
+            got = self.take_nowait(device)
+            if got is not None:
+                return got
+            if self._exhausted:
+                return None
+            await self._changed.wait()
+
+
+def _not_a_sweep_device(case: object, device: int, devices: Sequence[int]) -> UsageError:
+    return UsageError(
+        f"sweep(): case {case!r} is pinned to device {device}, which is not among the sweep's devices "
+        f"{list(devices)}: add it to devices= or change the placement"
+    )
 
 
 class AsyncProfiler(ProfilerBase):
@@ -228,6 +340,49 @@ class AsyncProfiler(ProfilerBase):
         """
         return await self._store(self._last_run_dir())
 
+    async def _sweep_devices(
+        self,
+        cases: Iterable[CaseT],
+        devices: Iterable[int] | None,
+        placement: Callable[[CaseT], int | None] | None,
+        metrics: AicoreMetrics | int,
+        profile_types: ProfileTypes | None,
+    ) -> list[int]:
+        """The sweep's devices, checked once before any case runs (see :meth:`sweep`)."""
+        listed = isinstance(cases, Sequence)
+        pins: list[tuple[CaseT, int]] = []
+        if placement is not None and listed:
+            assert isinstance(cases, Sequence)
+            pins = [(case, int(d)) for case in cases if (d := placement(case)) is not None]
+        if devices is not None:
+            device_list = list(dict.fromkeys(int(d) for d in devices))
+        elif placement is None:
+            device_list = [0]
+        elif listed:
+            device_list = sorted({d for _, d in pins}) or [0]
+        else:
+            raise UsageError("sweep(placement=...) over cases that are not a sequence needs devices=")
+        if not device_list:
+            raise UsageError("sweep() needs at least one device")
+        for device in device_list:
+            self._device(device)
+        for case, device in pins:
+            if device not in device_list:
+                raise _not_a_sweep_device(case, device, device_list)
+        done, refused = get_collector().check_devices(self._key(metrics, profile_types), device_list)
+        with anyio.CancelScope(shield=True):  # the check is quick; its result must not be lost
+            finished = await done.wait_async(self.call_timeout)
+        if not finished:
+            raise timeout_error("checking the sweep's devices (aclprofCreateConfig)", self.call_timeout)
+        if refused:
+            bad = "; ".join(f"device {d}: {exc}" for d, exc in sorted(refused.items()))
+            good = [d for d in device_list if d not in refused]
+            raise UsageError(
+                f"sweep(): CANN refuses {sorted(refused)} among devices {device_list}, so no case ran "
+                f"({bad}). Devices it accepts: {good}"
+            )
+        return device_list
+
     async def _store(self, run_dir: Path) -> ProfilingResult:
         await wait_for_export_async(run_dir)
         tasks: list[ProfilingTask] = []
@@ -274,6 +429,141 @@ class AsyncProfiler(ProfilerBase):
         discarded. Cancelled during the export or the parse: the export's process group is
         killed, the raw data is kept (the others in the window re-run the export).
         """
+        async with self._collect(device_id, cleanup, metrics, profile_types) as run:
+            yield run
+
+    async def bench(
+        self,
+        fn: Callable[[], Awaitable[object]] | Callable[[], object],
+        device_id: int | None = None,
+        *,
+        flush: Callable[[], Awaitable[object]] | Callable[[], object] | None = None,
+        warmup: int = 2,
+        warmup_time: float | None = None,
+        reps: int | None = None,
+        rel_width: float = 0.02,
+        min_reps: int = 10,
+        max_reps: int = 1000,
+        max_time: float = 10.0,
+        batch: int | None = None,
+        confidence: float = 0.95,
+        kernels: int | None = None,
+        task_types: Iterable[str] | None = None,
+        cleanup: bool = True,
+        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        profile_types: ProfileTypes | None = None,
+    ) -> BenchResult:
+        """Measure ``fn()`` on *device_id*; the parameters are :meth:`Profiler.bench`'s.
+
+        *fn* and *flush* may be coroutine functions (awaited) or plain functions (a window's
+        repetitions then run in one worker thread). Benchmarks of other devices running
+        concurrently (other tasks, or a ``bench=`` sweep) share collection windows.
+
+        Cancelled: the window being measured is left as a cancelled ``profile()`` body leaves
+        it (collection stopped, raw data kept); a batch of plain-function repetitions already in
+        its worker thread finishes first. Nothing is returned.
+        """
+        config = bench_config(
+            warmup=warmup,
+            warmup_time=warmup_time,
+            reps=reps,
+            rel_width=rel_width,
+            min_reps=min_reps,
+            max_reps=max_reps,
+            max_time=max_time,
+            batch=batch,
+            confidence=confidence,
+            kernels=kernels,
+            task_types=task_types,
+        )
+        return await self._bench(fn, device_id, flush, config, cleanup, metrics, profile_types)
+
+    async def do_bench(
+        self,
+        fn: Callable[[], Awaitable[object]] | Callable[[], object],
+        warmup: float = 25,
+        rep: float = 100,
+        grad_to_none: Sequence[Any] | None = None,
+        quantiles: Sequence[float] | None = None,
+        return_mode: str = "mean",
+        *,
+        device_id: int | None = None,
+        flush: Callable[[], object] | None = None,
+    ) -> float | list[float]:
+        """triton's ``do_bench`` (see :meth:`Profiler.do_bench`), in milliseconds.
+
+        Cancelled: as :meth:`bench`.
+        """
+        check_do_bench(return_mode, quantiles)
+        config = do_bench_config(warmup, rep)
+        result = await self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
+        return do_bench_value(result, quantiles, return_mode)
+
+    async def _bench(
+        self,
+        fn: Callable[[], Awaitable[object]] | Callable[[], object],
+        device_id: int | None,
+        flush: Callable[[], Awaitable[object]] | Callable[[], object] | None,
+        config: BenchConfig,
+        cleanup: bool,
+        metrics: AicoreMetrics | int | None,
+        profile_types: ProfileTypes | None,
+    ) -> BenchResult:
+        device = self._device(device_id)
+        metric = AicoreMetrics.PIPE_UTILIZATION if metrics is None else metrics
+        steps: Plan = plan(config, device=device, flush=flush is not None)
+        fn_async = inspect.iscoroutinefunction(fn)
+        flush_async = flush is not None and inspect.iscoroutinefunction(flush)
+        threaded = not fn_async and not flush_async
+
+        def repeat_sync(n: int, with_flush: bool, with_call: bool, seconds: float | None) -> int:
+            began, calls = time.monotonic(), 0
+            while calls < n or (seconds is not None and time.monotonic() - began < seconds):
+                if with_flush and flush is not None:
+                    flush()
+                if with_call:
+                    fn()
+                calls += 1
+            return calls
+
+        async def repeat(
+            n: int, with_flush: bool, with_call: bool = True, seconds: float | None = None
+        ) -> int:
+            if threaded:
+                return await anyio.to_thread.run_sync(repeat_sync, n, with_flush, with_call, seconds)
+            began, calls = time.monotonic(), 0
+            while calls < n or (seconds is not None and time.monotonic() - began < seconds):
+                if with_flush and flush is not None:
+                    await _call_maybe_async(flush, flush_async)
+                if with_call:
+                    await _call_maybe_async(fn, fn_async)
+                calls += 1
+            return calls
+
+        outcome: Any = None
+        while True:
+            try:
+                step = steps.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            began = time.monotonic()
+            if isinstance(step, Measure):
+                async with self._collect(device, cleanup, metric, profile_types) as run:
+                    await repeat(step.reps, step.flush, step.call)
+                assert run.result is not None
+                outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+            else:
+                calls = await repeat(step.calls, True, True, step.seconds)
+                outcome = (calls, time.monotonic() - began)
+
+    @contextlib.asynccontextmanager
+    async def _collect(
+        self,
+        device_id: int | None,
+        cleanup: bool,
+        metrics: AicoreMetrics | int,
+        profile_types: ProfileTypes | None,
+    ) -> AsyncIterator[ProfileRun]:
         token = enter_profile_body()
         try:
             call = self._call(device_id, metrics, profile_types)
@@ -293,8 +583,11 @@ class AsyncProfiler(ProfilerBase):
         self,
         cases: Iterable[CaseT],
         run: Callable[[CaseT, int], Awaitable[Any]] | Callable[[CaseT, int], Any],
-        devices: Iterable[int] = (0,),
+        devices: Iterable[int] | None = None,
         *,
+        placement: Callable[[CaseT], int | None] | None = None,
+        bench: BenchConfig | None = None,
+        flush: Callable[[int], Awaitable[Any]] | Callable[[int], Any] | None = None,
         export_limit: int | anyio.CapacityLimiter | None = None,
         max_pending: int | None = None,
         cleanup: bool = True,
@@ -310,6 +603,19 @@ class AsyncProfiler(ProfilerBase):
         case while earlier windows export. Workers on different devices share collection windows.
         Exports run concurrently up to *export_limit* (default: CPU count).
 
+        Placement: ``placement(case)`` returns the device a case must run on, or None for any;
+        e.g. cases given as ``(case, device)`` pairs with ``placement=operator.itemgetter(1)``.
+        *devices* defaults to ``[0]``, or with a *placement* over a sequence of cases to the
+        devices the cases are pinned to. Before any case runs, every device is checked once
+        (CANN must accept its id), and with a sequence of cases every pinned device must be
+        among *devices*: a bad one raises :class:`~asc_aprof.UsageError` naming it, instead of
+        failing cases one by one. A case of a lazy iterable pinned elsewhere gets an item with
+        that error.
+
+        ``bench=BenchConfig(...)``: each case is measured with :meth:`bench` instead of one
+        profile (items carry ``.bench``; ``flush(device)``, if given, runs before every
+        repetition); the benchmarks of different devices share collection windows.
+
         Backpressure: at most *max_pending* cases (default: twice the number of devices) are
         started and not yet received by the consumer; a worker waits for a free place before it
         starts the next case. So a consumer that stops reading holds the sweep to that many
@@ -318,11 +624,9 @@ class AsyncProfiler(ProfilerBase):
         A failing case never raises out of the sweep: its item carries ``error`` and the other
         cases go on. Leaving the block early (``break``) or cancelling cancels the remaining
         work: bodies leave their windows, collections are stopped, exports are killed, raw data
-        of unfinished runs is kept.
+        of unfinished runs is kept. Cancelled while the devices are checked: nothing ran.
         """
-        device_list = list(dict.fromkeys(int(d) for d in devices))
-        if not device_list:
-            raise UsageError("sweep() needs at least one device")
+        device_list = await self._sweep_devices(cases, devices, placement, metrics, profile_types)
         pending_limit = 2 * len(device_list) if max_pending is None else int(max_pending)
         if pending_limit < 1:
             raise UsageError(f"max_pending must be >= 1, got max_pending={max_pending}")
@@ -330,8 +634,7 @@ class AsyncProfiler(ProfilerBase):
             limiter = export_limit
         else:
             limiter = anyio.CapacityLimiter(export_limit or os.cpu_count() or 1)
-        places = anyio.Semaphore(pending_limit)
-        pending = iter(cases)
+        scheduler = _Scheduler(cases, placement, device_list, pending_limit)
         is_async = inspect.iscoroutinefunction(run)
         send, receive = anyio.create_memory_object_stream[SweepItem[CaseT]](pending_limit)
 
@@ -350,23 +653,41 @@ class AsyncProfiler(ProfilerBase):
                 else:
                     await out.send(SweepItem(case, call.device, result))
 
+        async def bench_case(case: CaseT, device: int, out: MemoryObjectSendStream[SweepItem[CaseT]]) -> None:
+            assert bench is not None
+            fn = functools.partial(run, case, device)
+            flush_fn = None if flush is None else functools.partial(flush, device)
+            try:
+                result = await self._bench(fn, device, flush_fn, bench, cleanup, metrics, profile_types)
+            except Exception as exc:
+                await out.send(SweepItem(case, device, None, exc))
+            else:
+                await out.send(SweepItem(case, device, None, None, result))
+
         async def worker(
             device: int,
-            first: tuple[CaseT, Call] | None,
+            first: tuple[tuple[CaseT, int, UsageError | None], Call | None] | None,
             tg: anyio.abc.TaskGroup,
             out: MemoryObjectSendStream[SweepItem[CaseT]],
         ) -> None:
             async with out:
                 while True:
+                    call: Call | None = None
                     if first is not None:
-                        (case, call), first = first, None  # its place was taken with the first round
+                        (case, pinned, misplaced), call = first
+                        first = None
                     else:
-                        await places.acquire()
-                        try:
-                            case = next(pending)
-                        except StopIteration:
-                            places.release()
+                        got = await scheduler.take(device)
+                        if got is None:
                             return
+                        case, pinned, misplaced = got
+                    if misplaced is not None:
+                        await out.send(SweepItem(case, pinned, None, misplaced))
+                        continue
+                    if bench is not None:
+                        await bench_case(case, device, out)
+                        continue
+                    if call is None:
                         call = self._call(device, metrics, profile_types)
                     try:
                         await drive_async(call.enter())
@@ -388,27 +709,35 @@ class AsyncProfiler(ProfilerBase):
                     tg.start_soon(finish, call, case, out.clone())
 
         # The first round joins one window atomically, so it covers every device from the start.
-        first_cases = list(itertools.islice(pending, min(len(device_list), pending_limit)))
-        for _ in first_cases:
-            places.acquire_nowait()
-        first_round = get_collector().join_many(
-            self._key(metrics, profile_types),
-            device_list[: len(first_cases)],
-            library_owned=self.owns_result_path,
+        firsts: list[tuple[int, tuple[CaseT, int, UsageError | None]]] = []
+        if bench is None:
+            for device in device_list:
+                got = scheduler.take_nowait(device)
+                if got is not None:
+                    firsts.append((device, got))
+        joining = [device for device, got in firsts if got[2] is None]
+        first_round = (
+            get_collector().join_many(
+                self._key(metrics, profile_types), joining, library_owned=self.owns_result_path
+            )
+            if joining
+            else []
         )
         if first_round:
             self._remember(first_round[0].window)
+        calls = {p.device: self._call_of(p) for p in first_round}
+        first_of = {device: got for device, got in firsts}
 
         async with anyio.create_task_group() as tg:
             async with send:
-                for index, device in enumerate(device_list):
-                    first = (
-                        (first_cases[index], self._call_of(first_round[index]))
-                        if index < len(first_cases)
-                        else None
-                    )
+                for device in device_list:
+                    got = first_of.get(device)
+                    first = None
+                    if got is not None:
+                        # a misplaced first case joined no window: the worker sends its error
+                        first = (got, calls.get(device))
                     tg.start_soon(worker, device, first, tg, send.clone())
-            items = SweepItems(receive, places)
+            items = SweepItems(receive, scheduler.received)
             try:
                 yield items
             finally:

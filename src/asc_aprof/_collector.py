@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
-from ._errors import AclError, CollectionTimeout, UsageError, create_config_null_error
+from ._errors import AclError, AprofError, CollectionTimeout, UsageError, create_config_null_error
 from ._latch import Latch
 from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
@@ -535,6 +535,37 @@ class Collector:
         with self._lock:
             self._active = None
             self._kick_locked()
+
+    # -- checking devices ---------------------------------------------------------------------------
+    def check_devices(self, key: WindowKey, devices: list[int]) -> tuple[Latch, dict[int, BaseException]]:
+        """Ask CANN, on the collector thread, whether it takes each device alone; nothing starts.
+
+        ``aclprofCreateConfig`` validates device ids (count, visible-id mapping) without an
+        ``aclprofInit``; each accepted config is destroyed at once. When the library cannot be
+        loaded at all, nothing is reported (the collection that follows reports it).
+
+        :return: a latch set when done, and the refused devices with their errors (filled by then)
+        """
+        done = Latch()
+        refused: dict[int, BaseException] = {}
+
+        def job() -> None:
+            try:
+                iface = self.interface(key.toolkit)
+                for device in devices:
+                    try:
+                        config = iface.create_config([device], key.metrics, key.types)
+                    except AprofError as exc:
+                        refused[device] = exc
+                    else:
+                        self._destroy(iface, config, [])
+            except Exception:
+                refused.clear()  # not a device's fault: let the collection report it
+            finally:
+                done.set()
+
+        self._thread.submit(job)
+        return done, refused
 
     # -- introspection (tests, diagnostics) -------------------------------------------------------
     def idle(self) -> bool:

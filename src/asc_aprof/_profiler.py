@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ._bench import (
+    BenchConfig,
+    BenchResult,
+    Measure,
+    Plan,
+    Window,
+    bench_config,
+    check_do_bench,
+    do_bench_config,
+    do_bench_value,
+    plan,
+    with_grads,
+)
 from ._binding import ProfileTypes
 from ._collector import remove_run_dir, timeout_error
 from ._core import (
@@ -156,6 +170,150 @@ class Profiler(ProfilerBase):
 
         :param cleanup: delete the raw run afterwards when it lives in the temporary root
         """
+        with self._collect(device_id, cleanup, metrics, profile_types) as run:
+            yield run
+
+    def bench(
+        self,
+        fn: Callable[[], object],
+        device_id: int | None = None,
+        *,
+        flush: Callable[[], object] | None = None,
+        warmup: int = 2,
+        warmup_time: float | None = None,
+        reps: int | None = None,
+        rel_width: float = 0.02,
+        min_reps: int = 10,
+        max_reps: int = 1000,
+        max_time: float = 10.0,
+        batch: int | None = None,
+        confidence: float = 0.95,
+        kernels: int | None = None,
+        task_types: Iterable[str] | None = None,
+        cleanup: bool = True,
+        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        profile_types: ProfileTypes | None = None,
+    ) -> BenchResult:
+        """Measure ``fn()`` on *device_id*: median, its 95% interval, samples, outliers, kernels.
+
+        A call's time is the sum of the kernels it launched on the device, attributed by
+        position: one call alone (and one flush alone) is profiled first, its kernels are the
+        call's (the flush's) signature; then every window of repetitions must be exactly that
+        many copies of the flush's kernels followed by the call's, else
+        :class:`~asc_aprof.AttributionError` (never a partial sum).
+
+        :param fn: the call to measure (launches its kernels on the device and returns)
+        :param flush: run before every repetition (e.g. a kernel that overwrites L2); its kernels
+            never count
+        :param warmup: calls before measuring, outside any collection
+        :param warmup_time: also warm up for at least this many seconds (wall clock)
+        :param reps: measure exactly this many calls; None: adaptive (below)
+        :param rel_width: adaptive: stop when the interval's width is at most this fraction of
+            the median
+        :param min_reps: adaptive: calls in the first window
+        :param max_reps: adaptive: at most this many calls
+        :param max_time: adaptive: at most this many seconds of measuring (projected per window)
+        :param batch: repetitions per collection window (default: all at once for *reps*,
+            planned from the interval when adaptive)
+        :param confidence: of the median's interval (distribution-free, order statistics)
+        :param kernels: kernels each call launches; given, the calibration windows are skipped
+            and each repetition must repeat the first one's kernels
+        :param task_types: task types that count (default: AI Core types and ``AI_CPU``; add
+            ``"N/A"`` for level-0 runs whose types could not be joined)
+        :param cleanup: delete each window's raw run when it lives in the temporary root
+        :raises AttributionError: when kernels cannot be attributed to calls
+        """
+        config = bench_config(
+            warmup=warmup,
+            warmup_time=warmup_time,
+            reps=reps,
+            rel_width=rel_width,
+            min_reps=min_reps,
+            max_reps=max_reps,
+            max_time=max_time,
+            batch=batch,
+            confidence=confidence,
+            kernels=kernels,
+            task_types=task_types,
+        )
+        return self._bench(fn, device_id, flush, config, cleanup, metrics, profile_types)
+
+    def do_bench(
+        self,
+        fn: Callable[[], object],
+        warmup: float = 25,
+        rep: float = 100,
+        grad_to_none: Sequence[Any] | None = None,
+        quantiles: Sequence[float] | None = None,
+        return_mode: str = "mean",
+        *,
+        device_id: int | None = None,
+        flush: Callable[[], object] | None = None,
+    ) -> float | list[float]:
+        """triton's ``do_bench`` on device time: milliseconds, as triton returns them.
+
+        *warmup*: milliseconds of warm-up (wall clock); *rep*: milliseconds of device time to
+        measure (repetitions = rep / one call's time, measured alone first); *grad_to_none*:
+        objects whose ``.grad`` is set to None before every repetition; *quantiles*: return
+        these quantiles (one float for one) instead; *return_mode*: ``"min"``, ``"max"``,
+        ``"mean"``, ``"median"`` or ``"all"`` (every sample). Calls are attributed to kernels as
+        :meth:`bench` does.
+        """
+        check_do_bench(return_mode, quantiles)
+        config = do_bench_config(warmup, rep)
+        result = self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
+        return do_bench_value(result, quantiles, return_mode)
+
+    def _bench(
+        self,
+        fn: Callable[[], object],
+        device_id: int | None,
+        flush: Callable[[], object] | None,
+        config: BenchConfig,
+        cleanup: bool,
+        metrics: AicoreMetrics | int | None,
+        profile_types: ProfileTypes | None,
+    ) -> BenchResult:
+        device = self._device(device_id)
+        metric = AicoreMetrics.PIPE_UTILIZATION if metrics is None else metrics
+        steps: Plan = plan(config, device=device, flush=flush is not None)
+
+        def repeat(n: int, with_flush: bool, with_call: bool = True) -> None:
+            for _ in range(n):
+                if with_flush and flush is not None:
+                    flush()
+                if with_call:
+                    fn()
+
+        outcome: Any = None
+        while True:
+            try:
+                step = steps.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            began = time.monotonic()
+            if isinstance(step, Measure):
+                with self._collect(device, cleanup, metric, profile_types) as run:
+                    repeat(step.reps, step.flush, step.call)
+                assert run.result is not None
+                outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+            else:
+                calls = 0
+                while calls < step.calls or (
+                    step.seconds is not None and time.monotonic() - began < step.seconds
+                ):
+                    repeat(1, True)
+                    calls += 1
+                outcome = (calls, time.monotonic() - began)
+
+    @contextlib.contextmanager
+    def _collect(
+        self,
+        device_id: int | None,
+        cleanup: bool,
+        metrics: AicoreMetrics | int,
+        profile_types: ProfileTypes | None,
+    ) -> Iterator[ProfileRun]:
         token = enter_profile_body()
         try:
             call = self._call(device_id, metrics, profile_types)

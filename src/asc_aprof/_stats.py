@@ -1,4 +1,18 @@
-"""Per-kernel statistics and run-to-run comparison (pure functions, no numpy)."""
+"""Per-kernel statistics, run-to-run comparison and the median's interval (pure functions, no numpy).
+
+Statistics respect runs: ``skip`` drops the leading samples of each run's (device, kernel) group
+before groups of several runs are merged, since every run starts cold (a warm-up launch per run,
+not one for all runs merged). Functions taking *runs* accept one task iterable per run, e.g.
+``[r.tasks for r in results]``.
+
+The median's confidence interval (:func:`median_interval`) is the distribution-free one from
+order statistics: for n samples, the number below the true median is Binomial(n, 1/2), so
+``[x_(j), x_(n+1-j)]`` covers the median with probability ``1 - 2 P(B <= j - 1)`` whatever the
+distribution (continuous, independent samples). The largest *j* whose coverage is still at least
+the requested confidence is taken, so the exact coverage is reported along with the interval; it
+is at least the requested level once n >= 6 (at 95%), and a little above it (discreteness).
+Outliers are flagged with Tukey's fences (1.5 interquartile ranges beyond the quartiles).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +20,7 @@ import dataclasses
 import math
 import random
 from collections.abc import Iterable, Sequence
+from typing import TypeAlias
 
 from ._records import ProfilingTask
 
@@ -40,11 +55,19 @@ class KernelStats:
         return dataclasses.asdict(self)
 
 
+#: One task iterable per run (e.g. ``[r.tasks for r in results]``).
+Runs: TypeAlias = Iterable[Iterable[ProfilingTask]]
+Groups: TypeAlias = dict[tuple[int | None, str], tuple[str, list[float]]]
+
+
 def group_durations(
     tasks: Iterable[ProfilingTask], *, device: int | None = None, name: str | None = None, skip: int = 0
-) -> dict[tuple[int | None, str], tuple[str, list[float]]]:
-    """Durations per (device, kernel name), in file order, dropping *skip* leading samples each."""
-    groups: dict[tuple[int | None, str], tuple[str, list[float]]] = {}
+) -> Groups:
+    """Durations per (device, kernel name) of one run, in file order, dropping *skip* leading samples each.
+
+    A group with no more than *skip* samples is left out.
+    """
+    groups: Groups = {}
     for task in tasks:
         if device is not None and task.device != device:
             continue
@@ -59,13 +82,35 @@ def group_durations(
     return groups
 
 
+def group_run_durations(
+    runs: Runs, *, device: int | None = None, name: str | None = None, skip: int = 0
+) -> Groups:
+    """:func:`group_durations` of each run (so *skip* applies per run), merged in run order."""
+    merged: Groups = {}
+    for tasks in runs:
+        for key, (ktype, durations) in group_durations(tasks, device=device, name=name, skip=skip).items():
+            entry = merged.get(key)
+            if entry is None:
+                merged[key] = (ktype, durations)
+            else:
+                entry[1].extend(durations)
+    return merged
+
+
 def kernel_stats(
     tasks: Iterable[ProfilingTask], *, device: int | None = None, name: str | None = None, skip: int = 0
 ) -> list[KernelStats]:
-    """Statistics per (device, kernel), sorted by total time, largest first."""
+    """Statistics per (device, kernel) of one run, sorted by total time, largest first."""
+    return run_kernel_stats([tasks], device=device, name=name, skip=skip)
+
+
+def run_kernel_stats(
+    runs: Runs, *, device: int | None = None, name: str | None = None, skip: int = 0
+) -> list[KernelStats]:
+    """Statistics per (device, kernel) over several runs, *skip* leading samples dropped per run."""
     out: list[KernelStats] = []
-    for (dev, kname), (ktype, durations) in group_durations(
-        tasks, device=device, name=name, skip=skip
+    for (dev, kname), (ktype, durations) in group_run_durations(
+        runs, device=device, name=name, skip=skip
     ).items():
         values = sorted(durations)
         total = math.fsum(values)
@@ -156,9 +201,14 @@ def bootstrap_change(
 def compare_tasks(
     base: Iterable[ProfilingTask], new: Iterable[ProfilingTask], *, skip: int = 0, resamples: int = 1000
 ) -> list[KernelChange]:
-    """Per (device, kernel) present in both: median change with a bootstrap interval."""
-    gb = group_durations(base, skip=skip)
-    gn = group_durations(new, skip=skip)
+    """Per (device, kernel) present in both runs: median change with a bootstrap interval."""
+    return compare_runs([base], [new], skip=skip, resamples=resamples)
+
+
+def compare_runs(base: Runs, new: Runs, *, skip: int = 0, resamples: int = 1000) -> list[KernelChange]:
+    """:func:`compare_tasks` over several runs per side, *skip* leading samples dropped per run."""
+    gb = group_run_durations(base, skip=skip)
+    gn = group_run_durations(new, skip=skip)
     out: list[KernelChange] = []
     for key in gb:
         if key not in gn:
@@ -181,3 +231,44 @@ def compare_tasks(
         )
     out.sort(key=lambda c: abs(c.change_pct), reverse=True)
     return out
+
+
+# -- the median's interval and outliers -------------------------------------------------------------------
+def median_interval(sorted_values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Distribution-free confidence interval of the median: ``(low, high, coverage)``.
+
+    *sorted_values* must be sorted and non-empty. ``[x_(j), x_(n+1-j)]`` (1-based order
+    statistics) with the largest *j* whose exact coverage ``1 - 2 P(B <= j - 1)``, B ~
+    Binomial(n, 1/2), is at least *confidence*; with too few samples for that (n < 6 at 95%) the
+    interval is ``[min, max]`` and *coverage* says how much less it is.
+    """
+    n = len(sorted_values)
+    if n == 0:
+        raise ValueError("median_interval of an empty sequence")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    tail = (1.0 - confidence) / 2.0
+    # Walk the binomial CDF up from 0 in log space (2**-n underflows past n = 1074).
+    log_pmf = -n * math.log(2.0)
+    cdf = 0.0
+    j = 0  # P(B <= j - 1) == cdf
+    while j < n // 2:
+        next_cdf = cdf + math.exp(log_pmf)
+        if next_cdf > tail:
+            break
+        cdf = next_cdf
+        log_pmf += math.log((n - j) / (j + 1))
+        j += 1
+    if j == 0:
+        return (sorted_values[0], sorted_values[-1], 1.0 - 2.0 * math.exp(-n * math.log(2.0)))
+    return (sorted_values[j - 1], sorted_values[n - j], 1.0 - 2.0 * cdf)
+
+
+def tukey_fences(sorted_values: Sequence[float], k: float = 1.5) -> tuple[float, float] | None:
+    """``(Q1 - k IQR, Q3 + k IQR)`` of sorted values (None below 4 samples: no quartiles to speak of)."""
+    if len(sorted_values) < 4:
+        return None
+    q1 = quantile(sorted_values, 0.25)
+    q3 = quantile(sorted_values, 0.75)
+    iqr = q3 - q1
+    return (q1 - k * iqr, q3 + k * iqr)

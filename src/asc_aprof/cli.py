@@ -26,7 +26,7 @@ from ._layout import find_summary_csvs
 from ._records import ProfilingResult
 from ._report import load_json, report, runs_of
 from ._report import load_results as load_results_of
-from ._stats import KernelChange, KernelStats, compare_tasks, kernel_stats
+from ._stats import KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._toolkit import Toolkit
 
 
@@ -165,8 +165,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     results: list[ProfilingResult] = []
     for path in args.paths:
         results.extend(load_results(Path(path), args))
-    tasks = [t for r in results for t in r.tasks]
-    stats = kernel_stats(tasks, device=args.device, name=args.name, skip=args.skip)
+    stats = run_kernel_stats([r.tasks for r in results], device=args.device, name=args.name, skip=args.skip)
     if args.json:
         json.dump(report(results, stats), sys.stdout)
         print()
@@ -215,9 +214,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    base = [t for r in load_results(Path(args.base), args) for t in r.tasks]
-    new = [t for r in load_results(Path(args.new), args) for t in r.tasks]
-    changes = compare_tasks(base, new, skip=args.skip)
+    base = [r.tasks for r in load_results(Path(args.base), args)]
+    new = [r.tasks for r in load_results(Path(args.new), args)]
+    changes = compare_runs(base, new, skip=args.skip)
     if not changes:
         raise CliError("no kernel appears in both BASE and NEW")
     regressions = [c for c in changes if c.significant and c.change_pct > args.threshold]
@@ -276,6 +275,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ._async import AsyncProfiler
 
     toolkit = sim.toolkit()
+    sim.control().set_jitter(0.02, seed=0, outlier_rate=0.01)  # run-to-run noise, as on hardware
     devices = list(range(args.devices))
     progress = Progress("profiling", args.cases)
     results: list[tuple[int, int, ProfilingResult]] = []

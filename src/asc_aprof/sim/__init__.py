@@ -30,7 +30,8 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
   next gets none, and the first stop cuts the host stream, so later kernels lose their names
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
-- kernels launched with :func:`launch` (recorded only on profiled devices), modelled call
+- kernels launched with :func:`launch` (recorded only on profiled devices), with run-to-run
+  noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default), modelled call
   latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
   (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
   same result path (:meth:`SimControl.write_foreign_run`,
@@ -191,6 +192,24 @@ class SimControl:
                 [c_uint32, c_char_p, c_char_p, ctypes.c_double, c_uint32, c_uint32, c_char_p, c_char_p],
                 c_int,
             ),
+            "aprofsim_launch_noisy": (
+                [
+                    c_uint32,
+                    c_char_p,
+                    c_char_p,
+                    ctypes.c_double,
+                    c_uint32,
+                    c_uint32,
+                    c_char_p,
+                    c_char_p,
+                    ctypes.c_double,
+                ],
+                c_int,
+            ),
+            "aprofsim_set_jitter": (
+                [ctypes.c_double, ctypes.c_double, ctypes.c_double, ctypes.c_uint64],
+                c_int,
+            ),
         }
         for name, (argtypes, restype) in signatures.items():
             function = getattr(lib, name)
@@ -332,6 +351,36 @@ class SimControl:
                 raise ValueError(f"{which} latency must be >= 0 seconds")
             self._lib.aprofsim_set_latency_us(which.encode(), round(seconds * 1e6))
 
+    def set_jitter(
+        self,
+        sigma: float,
+        *,
+        seed: int = 0,
+        outlier_rate: float = 0.0,
+        outlier_factor: float = 3.0,
+    ) -> None:
+        """Run-to-run noise of every later launch: each kernel takes ``duration_us * exp(sigma * Z)``.
+
+        Z is standard normal, drawn from a generator of the noise's own seeded with *seed*, so
+        the same launches after the same ``set_jitter`` get the same durations. The noise is
+        lognormal: the median duration stays exactly ``duration_us`` and the log durations have
+        standard deviation *sigma* (``sigma=0.02``: about 2% relative spread). With probability
+        *outlier_rate* a kernel also takes *outlier_factor* times as long (a preempted launch).
+        Durations are recorded in whole nanoseconds. ``set_jitter(0)`` and :meth:`reset` turn
+        the noise off.
+
+        :raises ValueError: sigma outside [0, 10), outlier_rate outside [0, 1], outlier_factor
+            outside [1, 1e6], or a seed outside 0..2**64-1
+        """
+        if not 0 <= seed < 1 << 64:
+            raise ValueError(f"seed must be in 0..2**64-1, not {seed!r}")
+        if self._lib.aprofsim_set_jitter(float(sigma), float(outlier_rate), float(outlier_factor), seed) != 0:
+            raise ValueError(
+                "set_jitter: sigma must be in [0, 10), outlier_rate in [0, 1] and outlier_factor in "
+                f"[1, 1e6] (got sigma={sigma!r}, outlier_rate={outlier_rate!r}, "
+                f"outlier_factor={outlier_factor!r})"
+            )
+
     def inject(self, function: str, code: int, times: int = 1) -> None:
         """Make the next *times* calls of *function* return *code* (CreateConfig: NULL), doing nothing."""
         if function not in FUNCTIONS:
@@ -382,13 +431,16 @@ class SimControl:
         dtype: str = "FLOAT16",
         data_format: str = "FORMAT_ND",
         binary_name: str | None = None,
+        jitter: float | None = None,
     ) -> int:
         """See :func:`launch`."""
         if task_type not in TASK_TYPES:
             raise ValueError(f"task_type must be one of {TASK_TYPES}, not {task_type!r}")
+        if jitter is not None and not 0 <= jitter < 10:
+            raise ValueError(f"jitter must be None or in [0, 10), not {jitter!r}")
         tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format)
         recorded = int(
-            self._lib.aprofsim_launch_ex(
+            self._lib.aprofsim_launch_noisy(
                 device,
                 name.encode(),
                 task_type.encode(),
@@ -397,6 +449,7 @@ class SimControl:
                 count,
                 tensors.encode() if tensors is not None else None,
                 binary_name.encode() if binary_name is not None else None,
+                -1.0 if jitter is None else float(jitter),
             )
         )
         if recorded < 0:
@@ -450,13 +503,16 @@ def launch(
     dtype: str = "FLOAT16",
     data_format: str = "FORMAT_ND",
     binary_name: str | None = None,
+    jitter: float | None = None,
 ) -> int:
     """Run *count* back-to-back simulated kernels on *device*.
 
     They are recorded only while the device is being profiled; the return value says how many
     were (0 otherwise). Shapes, when given, fill op_summary's tensor columns. *binary_name* is the
     name task time level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
-    binary name there, Ascend C kernels their own name; default: *name*).
+    binary name there, Ascend C kernels their own name; default: *name*). *jitter* is the sigma
+    of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`; None: the process
+    setting, 0: exact durations).
 
     :raises ValueError: bad name, task type, duration or device
     """
@@ -472,4 +528,5 @@ def launch(
         dtype=dtype,
         data_format=data_format,
         binary_name=binary_name,
+        jitter=jitter,
     )

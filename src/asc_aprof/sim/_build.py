@@ -89,7 +89,7 @@ def _set_env_text(root: Path) -> str:
 def _build_into(tree: Path, final: Path) -> None:
     library = tree / "lib64" / LIBRARY_NAME
     library.parent.mkdir(parents=True)
-    command = [*_compiler(), *CFLAGS, "-o", str(library), str(C_SOURCE)]
+    command = [*_compiler(), *CFLAGS, "-o", str(library), str(C_SOURCE), "-lm"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
     except OSError as exc:

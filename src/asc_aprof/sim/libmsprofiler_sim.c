@@ -24,7 +24,9 @@
  * The version and chip go into every run's metadata (host/info.json and device_N/info.json.N:
  * "aprofsim_cann_version", "aprofsim_chip", and the real "platform_version" and "pid"), so the
  * export follows the collection. A clock offset shifts the simulated wall clock (run names,
- * start/end info, kernel timestamps) to model a clock stepping back.
+ * start/end info, kernel timestamps) to model a clock stepping back. Run-to-run noise
+ * (aprofsim_set_jitter, off by default) draws every kernel's duration as launched * exp(sigma * Z)
+ * from a seeded generator of its own, plus rare outliers, so statistics have a known truth.
  *
  * Data files (formats are private to the simulator and msprof_sim.py):
  *   device_N/data/aprofsim_tasks.data   one line per task:
@@ -38,6 +40,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -232,6 +235,11 @@ static device_state g_dev[MAX_DEV];
 static host_state g_host;
 static unsigned g_prof_counter; /* per process, never reset by finalize (as in CANN) */
 static uint64_t g_rng;
+/* Run-to-run noise (aprofsim_set_jitter); all guarded by g_mu. */
+static double g_jitter_sigma;
+static double g_outlier_rate;
+static double g_outlier_factor = 1.0;
+static uint64_t g_jitter_state;
 
 /* ------------------------------------------------------------------------------------------ */
 /* Small helpers                                                                                */
@@ -285,6 +293,32 @@ static uint64_t next_random(void) {
     g_rng ^= g_rng << 25;
     g_rng ^= g_rng >> 27;
     return g_rng * 0x2545F4914F6CDD1Dull;
+}
+
+/* splitmix64: a seeded stream of its own, so noise is reproducible whatever names are drawn. */
+static uint64_t jitter_next(void) {
+    uint64_t z = (g_jitter_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform on (0, 1]: never 0, so log() below is finite. */
+static double jitter_uniform(void) { return (double)((jitter_next() >> 11) + 1) * 0x1.0p-53; }
+
+/* One kernel's duration in ns: base * exp(sigma * Z), Z standard normal (Box-Muller), so the
+ * median is the launched duration and log durations have standard deviation sigma; with
+ * probability g_outlier_rate it also takes g_outlier_factor times as long. Caller holds g_mu. */
+static uint64_t jittered_ns(double duration_us, double sigma) {
+    double ns = duration_us * 1000.0;
+    if (sigma > 0.0) {
+        double z = sqrt(-2.0 * log(jitter_uniform())) * cos(6.283185307179586 * jitter_uniform());
+        ns *= exp(sigma * z);
+    }
+    if (g_outlier_rate > 0.0 && jitter_uniform() <= g_outlier_rate) ns *= g_outlier_factor;
+    if (!(ns < 1e15)) ns = 1e15; /* exp() of a huge draw: keep the record sane */
+    uint64_t out = (uint64_t)(ns + 0.5);
+    return out == 0 ? 1 : out;
 }
 
 static int make_dir(const char *path) {
@@ -1168,9 +1202,42 @@ static int same_text(const char *a, const char *b) {
 
 /* Like aprofsim_launch, plus optional tensor info (six TAB-separated fields) for op_summary and
  * an optional binary name (what level-0 task_time shows; real aclnn ops show a hashed one). */
+static int launch_impl(uint32_t device, const char *name, const char *task_type, double duration_us,
+                       uint32_t block_dim, uint32_t count, const char *tensor_info, const char *binary_name,
+                       double sigma);
+
 EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *task_type,
                               double duration_us, uint32_t block_dim, uint32_t count,
                               const char *tensor_info, const char *binary_name) {
+    return launch_impl(device, name, task_type, duration_us, block_dim, count, tensor_info, binary_name, -1.0);
+}
+
+/* Like aprofsim_launch_ex with the noise's sigma for this launch (< 0: the process setting). */
+EXPORT int aprofsim_launch_noisy(uint32_t device, const char *name, const char *task_type,
+                                 double duration_us, uint32_t block_dim, uint32_t count,
+                                 const char *tensor_info, const char *binary_name, double sigma) {
+    if (!(sigma < 10.0)) return -7; /* also rejects NaN */
+    return launch_impl(device, name, task_type, duration_us, block_dim, count, tensor_info, binary_name, sigma);
+}
+
+/* Noise of every later launch: sigma of log durations (0: none), the chance of an outlier and
+ * its factor, and the seed of the noise's own generator. */
+EXPORT int aprofsim_set_jitter(double sigma, double outlier_rate, double outlier_factor, uint64_t seed) {
+    if (!(sigma >= 0.0 && sigma < 10.0) || !(outlier_rate >= 0.0 && outlier_rate <= 1.0) ||
+        !(outlier_factor >= 1.0 && outlier_factor <= 1e6))
+        return -1;
+    pthread_mutex_lock(&g_mu);
+    g_jitter_sigma = sigma;
+    g_outlier_rate = outlier_rate;
+    g_outlier_factor = outlier_factor;
+    g_jitter_state = seed;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+static int launch_impl(uint32_t device, const char *name, const char *task_type, double duration_us,
+                       uint32_t block_dim, uint32_t count, const char *tensor_info, const char *binary_name,
+                       double sigma) {
     if (name == NULL || name[0] == '\0' || !valid_text(name, MAX_NAME_BYTES, 0)) return -1;
     if (task_type == NULL || kind_of(task_type) < 0) return -2;
     if (!(duration_us > 0.0 && duration_us <= 1e9)) return -3; /* also rejects NaN */
@@ -1197,13 +1264,13 @@ EXPORT int aprofsim_launch_ex(uint32_t device, const char *name, const char *tas
         d->recs = grown;
         d->cap = cap;
     }
-    uint64_t dur = (uint64_t)(duration_us * 1000.0 + 0.5);
-    if (dur == 0) dur = 1;
+    if (sigma < 0.0) sigma = g_jitter_sigma;
     uint64_t now = wall_ns();
     if (d->clock_ns < now) d->clock_ns = now;
     uint32_t first = d->next_task;
     task_rec *out = d->recs + d->n;
     for (uint32_t i = 0; i < count; i++) {
+        uint64_t dur = jittered_ns(duration_us, sigma);
         out[i].start_ns = d->clock_ns;
         out[i].dur_ns = dur;
         out[i].task_id = d->next_task++;
@@ -1436,6 +1503,10 @@ EXPORT void aprofsim_reset(void) {
     g_cann = 85;
     g_chip = CHIP_910B;
     g_clock_offset_ns = 0;
+    g_jitter_sigma = 0.0;
+    g_outlier_rate = 0.0;
+    g_outlier_factor = 1.0;
+    g_jitter_state = 0;
     g_invalid_destroys = 0;
     free(g_pending_path);
     g_pending_path = NULL;
