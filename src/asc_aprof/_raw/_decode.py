@@ -1,0 +1,382 @@
+"""Decoders of CANN's raw profiling files: bytes in, plain records out (sans-IO).
+
+Every layout here is little-endian and was checked against the real exporter's parsers and
+against real runs (see ``docs/raw_reader.md``). A decoder never guesses: a record it cannot
+place (a bad magic number, an unknown level, a torn file) raises :class:`DeclinedError`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import json
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final
+
+from ._types import DeclinedError, DeclineReason
+
+#: Magic of every host record (``aging.*`` / ``unaging.*`` compact and additional files).
+HOST_MAGIC: Final = 0x5A5A
+#: Magic of every ``stars_soc`` / ``ffts_profile`` record (its second 16-bit word).
+STARS_MAGIC: Final = 0x6BD3
+
+#: Host record levels (``LevelDataType``) and the names the exporter gives them.
+LEVELS: Final = {
+    30000: "pytorch_tx",
+    25000: "pta",
+    20500: "msproftx",
+    20000: "acl",
+    15000: "model",
+    10000: "node",
+    6000: "aicpu",
+    5500: "communication",
+    5000: "runtime",
+}
+
+#: ``GeTaskType``: node_basic_info's task type numbers.
+GE_TASK_TYPES: Final = {
+    0: "AI_CORE",
+    1: "AI_CPU",
+    2: "AI_VECTOR_CORE",
+    3: "WRITE_BACK",
+    4: "MIX_AIC",
+    5: "MIX_AIV",
+    6: "FFTS_PLUS",
+    7: "DSA_SQE",
+    8: "DVPP",
+    9: "HCCL",
+    10: "FUSION",
+    11: "INVALID",
+}
+
+#: SQE types of STARS chips (910B, 310B): the ``stars_soc`` task-log's bits 10-15.
+SQE_TYPES: Final = (
+    "AI_CORE",
+    "AI_CPU",
+    "AIV_SQE",
+    "PLACE_HOLDER_SQE",
+    "EVENT_RECORD_SQE",
+    "EVENT_WAIT_SQE",
+    "NOTIFY_RECORD_SQE",
+    "NOTIFY_WAIT_SQE",
+    "WRITE_VALUE_SQE",
+    "VQ6_SQE",
+    "TOF_SQE",
+    "SDMA_SQE",
+    "VPC_SQE",
+    "JPEGE_SQE",
+    "JPEGD_SQE",
+    "DSA_SQE",
+    "ROCCE_SQE",
+    "PCIE_DMA_SQE",
+    "HOST_CPU_SQE",
+    "CDQM_SQE",
+    "C_CORE_SQE",
+)
+
+#: ACL API groups (bits 16+ of an ACL api_event type); the exporter drops every API record of a
+#: run when one falls outside them.
+ACL_API_GROUPS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11})
+
+STARS_SIZE: Final = 64
+FFTS_PROFILE_SIZE: Final = 128
+HOST_COMPACT_SIZE: Final = 64  # task_track, node_basic_info
+API_EVENT_SIZE: Final = 40
+ADDITIONAL_SIZE: Final = 256  # tensor_info, context_id_info
+TS_TRACK_SIZE: Final = 40
+
+_STARS: Final = struct.Struct("<HHHHQHH")  # header, magic, stream, task, counter, acc pair, reserved
+_HOST_HEADER: Final = struct.Struct("<HHIIIQ")  # magic, level, type, thread, data length, timestamp
+_API_EVENT: Final = struct.Struct("<HHIIIQQQ")
+_TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ")
+_NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII")
+_TS_TRACK: Final = struct.Struct("<BBHLQHHHH")
+_FFTS_PMU: Final = struct.Struct("<4HQ4HQ12Q")
+
+
+def records(data: bytes, size: int) -> Iterator[memoryview]:
+    """The *size*-byte records of a file (or of several slices joined in order).
+
+    As the exporter does, a length that is not a multiple of *size* loses its *leading* bytes:
+    the oldest part of an aging file was overwritten, so its first record is the torn one.
+    """
+    view = memoryview(data)[len(data) % size :]
+    for offset in range(0, len(view), size):
+        yield view[offset : offset + size]
+
+
+def joined(slices: Iterable[bytes]) -> bytes:
+    return b"".join(slices)
+
+
+# -- device: stars_soc task log ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StarsRecord:
+    """One ``stars_soc`` 64-byte record (task log: function 0 = start, 1 = end)."""
+
+    function: int
+    sqe_type: int
+    stream_id: int
+    task_id: int
+    counter: int
+
+
+def stars_records(data: bytes) -> list[StarsRecord]:
+    out: list[StarsRecord] = []
+    for rec in records(data, STARS_SIZE):
+        header, magic, stream, task, counter, _acc, _res = _STARS.unpack_from(rec)
+        if magic != STARS_MAGIC:
+            # The exporter skips such chunks with an error; a torn log is not something to guess on.
+            raise DeclinedError(DeclineReason.MALFORMED, f"stars_soc record with magic {magic:#06x}")
+        out.append(StarsRecord(header & 63, header >> 10, stream, task, counter))
+    return out
+
+
+# -- device: ts_track -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FlipRecord:
+    """A task-id flip (``ts_track`` tag 14); ``flip_num`` 65535 marks a stream's destruction."""
+
+    stream_id: int
+    counter: int
+    task_id: int
+    flip_num: int
+
+
+TS_TAG_FLIP: Final = 14
+
+
+def ts_track_flips(data: bytes) -> list[FlipRecord]:
+    out: list[FlipRecord] = []
+    for rec in records(data, TS_TRACK_SIZE):
+        _b0, tag, _h, _l, counter, stream, flip_num, _x, task = _TS_TRACK.unpack_from(rec)
+        if tag != TS_TAG_FLIP:
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD, f"ts_track record with tag {tag} (only task flips, tag 14, are known)"
+            )
+        out.append(FlipRecord(stream, counter, task, flip_num))
+    return out
+
+
+# -- device: ffts_profile (PMU) ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PmuRecord:
+    """A context PMU record (``ffts_profile`` function 40)."""
+
+    function: int
+    stream_id: int
+    task_id: int
+    subtask_type: int
+    subtask_id: int
+    ffts_type: int
+    total_cycles: int
+    events: tuple[int, ...]
+    start_counter: int
+    end_counter: int
+
+
+def ffts_pmu_records(data: bytes) -> list[PmuRecord]:
+    out: list[PmuRecord] = []
+    for rec in records(data, FFTS_PROFILE_SIZE):
+        f = _FFTS_PMU.unpack_from(rec)
+        if f[1] != STARS_MAGIC:
+            raise DeclinedError(DeclineReason.MALFORMED, f"ffts_profile record with magic {f[1]:#06x}")
+        # Field positions as the exporter's bean reads them (its subtask-type mask is the decimal
+        # number 11111111, kept as it is).
+        out.append(PmuRecord(f[0] & 63, f[2], f[3], f[5] & 11111111, f[6], f[7] >> 13, f[10], f[12:20], f[20], f[21]))
+    return out
+
+
+# -- host compact / api records ---------------------------------------------------------------
+
+
+def _check_host(rec: memoryview, what: str) -> None:
+    magic, level = struct.unpack_from("<HH", rec)
+    if magic != HOST_MAGIC or level not in LEVELS:
+        # The exporter raises on such a record and loses the whole file.
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} record with magic {magic:#06x}, level {level}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApiRecord:
+    """An ``api_event`` record: an API call (``start``..``end``) of one thread."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    start: int
+    end: int
+    item_id: int
+
+
+_ALL_ONES: Final = (1 << 64) - 1
+
+
+def api_records(data: bytes) -> list[ApiRecord]:
+    out: list[ApiRecord] = []
+    for rec in records(data, API_EVENT_SIZE):
+        _check_host(rec, "api_event")
+        _m, level, stype, thread, _len, start, end, item = _API_EVENT.unpack_from(rec)
+        if end == _ALL_ONES:
+            # A paired begin/end event, which the exporter matches by request id: not modelled.
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, "api_event holds event records (end = all ones)")
+        if start == 0:
+            continue  # dropped by the exporter as invalid
+        out.append(ApiRecord(level, stype, thread, start, end, item))
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaskTrackRecord:
+    """A ``task_track`` record: the runtime handing one task to a device."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+    dev_type: int
+    device_id: int
+    stream_id: int
+    task_id: int
+    batch_id: int
+    task_type: int
+    kernel_hash: int
+
+
+def task_track_records(data: bytes) -> list[TaskTrackRecord]:
+    out: list[TaskTrackRecord] = []
+    for rec in records(data, HOST_COMPACT_SIZE):
+        _check_host(rec, "task_track")
+        _m, level, stype, thread, _len, ts, dev, stream, task, batch, ttype, kernel = _TASK_TRACK.unpack_from(rec)
+        out.append(
+            TaskTrackRecord(level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel)
+        )
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeBasicRecord:
+    """A ``node_basic_info`` record: what GE knows of one node launch."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+    node_hash: int
+    task_type: int
+    op_type_hash: int
+    block_word: int
+    op_flag: int
+
+    @property
+    def block_num(self) -> int:
+        return self.block_word & 0xFFFF
+
+    @property
+    def mix_block_num(self) -> int:
+        return (self.block_word & 0xFFFF) * (self.block_word >> 16)
+
+
+def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+    out: list[NodeBasicRecord] = []
+    for rec in records(data, HOST_COMPACT_SIZE):
+        _check_host(rec, "node_basic_info")
+        _m, level, stype, thread, _len, ts, node, ttype, optype, block, flag = _NODE_BASIC.unpack_from(rec)
+        out.append(NodeBasicRecord(level, stype, thread, ts, node, ttype, optype, block, flag))
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeaderRecord:
+    """The common header of an additional record (``tensor_info``): where it attaches."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+
+
+def header_records(data: bytes, size: int, what: str) -> list[HeaderRecord]:
+    out: list[HeaderRecord] = []
+    for rec in records(data, size):
+        _check_host(rec, what)
+        _m, level, stype, thread, _len, ts = _HOST_HEADER.unpack_from(rec)
+        out.append(HeaderRecord(level, stype, thread, ts))
+    return out
+
+
+# -- text files -------------------------------------------------------------------------------
+
+
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not UTF-8 ({exc})") from None
+
+
+def hash_dic(data: bytes, into: dict[str, str]) -> None:
+    """``hash:name`` lines (``unaging.additional.hash_dic``) into *into* (later lines win)."""
+    for line in _text(data, "hash_dic").splitlines():
+        if ":" not in line:
+            continue
+        key, value = line.strip().split(":", 1)
+        if key.isdigit():
+            into[key] = value
+
+
+def type_info_dic(data: bytes, into: dict[str, dict[str, str]]) -> None:
+    """``level_type:name`` lines into ``{level name: {type: name}}``."""
+    for line in _text(data, "type_info_dic").splitlines():
+        if ":" not in line or "_" not in line:
+            continue
+        key, value = line.strip().split(":", 1)
+        parts = key.split("_")
+        if len(parts) != 2:
+            # The exporter fails on such a line and loses every type name of the run.
+            raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
+        level, number = parts
+        if number.isdigit() and level.isdigit() and int(level) in LEVELS:
+            into.setdefault(LEVELS[int(level)], {})[number] = value
+
+
+def json_object(data: bytes, what: str) -> dict[str, object]:
+    """The JSON object on the first line of *data* (as the exporter reads info/sample/start_info)."""
+    first = _text(data, what).split("\n", 1)[0]
+    try:
+        value = json.loads(first)
+    except ValueError as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a JSON object")
+    return value
+
+
+def key_values(data: bytes, what: str) -> dict[str, str]:
+    """``key: value`` lines of ``dev_start.log.N``."""
+    out: dict[str, str] = {}
+    for line in _text(data, what).splitlines():
+        parts = line.strip().split(":")
+        if len(parts) == 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+def ini_first_section(data: bytes, what: str) -> Mapping[str, str]:
+    """The first section of ``host_start.log.N`` (an INI file: ``[DeviceN]``)."""
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(_text(data, what))
+    except configparser.Error as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {exc}") from None
+    sections = parser.sections()
+    if not sections:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
+    return dict(parser.items(sections[0]))
