@@ -26,8 +26,8 @@ from ._run import RunPlan, decode_run, dirs_to_list
 from ._types import Declined, DeclinedError, DeclineReason, RawResult, RawTask
 
 __all__ = [
-    "Declined",
     "DeclineReason",
+    "Declined",
     "DeclinedError",
     "RawResult",
     "RawTask",

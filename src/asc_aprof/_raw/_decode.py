@@ -12,7 +12,7 @@ import dataclasses
 import json
 import struct
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 from ._types import DeclinedError, DeclineReason
 
@@ -86,12 +86,12 @@ API_EVENT_SIZE: Final = 40
 ADDITIONAL_SIZE: Final = 256  # tensor_info, context_id_info
 TS_TRACK_SIZE: Final = 40
 
-_STARS: Final = struct.Struct("<HHHHQHH")  # header, magic, stream, task, counter, acc pair, reserved
-_HOST_HEADER: Final = struct.Struct("<HHIIIQ")  # magic, level, type, thread, data length, timestamp
+_STARS: Final = struct.Struct("<HHHHQHH44x")  # header, magic, stream, task, counter, acc pair, reserved
+_HOST_HEADER: Final = struct.Struct("<HHIIIQ232x")  # magic, level, type, thread, data length, timestamp
 _API_EVENT: Final = struct.Struct("<HHIIIQQQ")
-_TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ")
-_NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII")
-_TS_TRACK: Final = struct.Struct("<BBHLQHHHH")
+_TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
+_NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
+_TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
 _FFTS_PMU: Final = struct.Struct("<4HQ4HQ12Q")
 
 
@@ -113,8 +113,7 @@ def joined(slices: Iterable[bytes]) -> bytes:
 # -- device: stars_soc task log ---------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StarsRecord:
+class StarsRecord(NamedTuple):
     """One ``stars_soc`` 64-byte record (task log: function 0 = start, 1 = end)."""
 
     function: int
@@ -124,14 +123,20 @@ class StarsRecord:
     counter: int
 
 
+def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[Any, ...]]:
+    """Every record of *data* unpacked (leading bytes of a torn file dropped, see :func:`records`)."""
+    assert layout.size == size
+    return layout.iter_unpack(memoryview(data)[len(data) % size :])
+
+
 def stars_records(data: bytes) -> list[StarsRecord]:
     out: list[StarsRecord] = []
-    for rec in records(data, STARS_SIZE):
-        header, magic, stream, task, counter, _acc, _res = _STARS.unpack_from(rec)
+    append = out.append
+    for header, magic, stream, task, counter, _acc, _res in _unpacked(data, _STARS, STARS_SIZE):
         if magic != STARS_MAGIC:
             # The exporter skips such chunks with an error; a torn log is not something to guess on.
             raise DeclinedError(DeclineReason.MALFORMED, f"stars_soc record with magic {magic:#06x}")
-        out.append(StarsRecord(header & 63, header >> 10, stream, task, counter))
+        append(StarsRecord(header & 63, header >> 10, stream, task, counter))
     return out
 
 
@@ -153,11 +158,11 @@ TS_TAG_FLIP: Final = 14
 
 def ts_track_flips(data: bytes) -> list[FlipRecord]:
     out: list[FlipRecord] = []
-    for rec in records(data, TS_TRACK_SIZE):
-        _b0, tag, _h, _l, counter, stream, flip_num, _x, task = _TS_TRACK.unpack_from(rec)
+    for _b0, tag, _h, _l, counter, stream, flip_num, _x, task in _unpacked(data, _TS_TRACK, TS_TRACK_SIZE):
         if tag != TS_TAG_FLIP:
             raise DeclinedError(
-                DeclineReason.UNKNOWN_RECORD, f"ts_track record with tag {tag} (only task flips, tag 14, are known)"
+                DeclineReason.UNKNOWN_RECORD,
+                f"ts_track record with tag {tag} (only task flips, tag 14, are known)",
             )
         out.append(FlipRecord(stream, counter, task, flip_num))
     return out
@@ -184,28 +189,21 @@ class PmuRecord:
 
 def ffts_pmu_records(data: bytes) -> list[PmuRecord]:
     out: list[PmuRecord] = []
-    for rec in records(data, FFTS_PROFILE_SIZE):
-        f = _FFTS_PMU.unpack_from(rec)
+    for f in _unpacked(data, _FFTS_PMU, FFTS_PROFILE_SIZE):
         if f[1] != STARS_MAGIC:
             raise DeclinedError(DeclineReason.MALFORMED, f"ffts_profile record with magic {f[1]:#06x}")
         # Field positions as the exporter's bean reads them (its subtask-type mask is the decimal
         # number 11111111, kept as it is).
-        out.append(PmuRecord(f[0] & 63, f[2], f[3], f[5] & 11111111, f[6], f[7] >> 13, f[10], f[12:20], f[20], f[21]))
+        out.append(
+            PmuRecord(f[0] & 63, f[2], f[3], f[5] & 11111111, f[6], f[7] >> 13, f[10], f[12:20], f[20], f[21])
+        )
     return out
 
 
 # -- host compact / api records ---------------------------------------------------------------
 
 
-def _check_host(rec: memoryview, what: str) -> None:
-    magic, level = struct.unpack_from("<HH", rec)
-    if magic != HOST_MAGIC or level not in LEVELS:
-        # The exporter raises on such a record and loses the whole file.
-        raise DeclinedError(DeclineReason.MALFORMED, f"{what} record with magic {magic:#06x}, level {level}")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ApiRecord:
+class ApiRecord(NamedTuple):
     """An ``api_event`` record: an API call (``start``..``end``) of one thread."""
 
     level: int
@@ -219,22 +217,29 @@ class ApiRecord:
 _ALL_ONES: Final = (1 << 64) - 1
 
 
+def _bad_host(magic: int, level: int, what: str) -> DeclinedError:
+    # The exporter raises on such a record and loses the whole file.
+    return DeclinedError(DeclineReason.MALFORMED, f"{what} record with magic {magic:#06x}, level {level}")
+
+
 def api_records(data: bytes) -> list[ApiRecord]:
     out: list[ApiRecord] = []
-    for rec in records(data, API_EVENT_SIZE):
-        _check_host(rec, "api_event")
-        _m, level, stype, thread, _len, start, end, item = _API_EVENT.unpack_from(rec)
+    append = out.append
+    for magic, level, stype, thread, _len, start, end, item in _unpacked(data, _API_EVENT, API_EVENT_SIZE):
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "api_event")
         if end == _ALL_ONES:
             # A paired begin/end event, which the exporter matches by request id: not modelled.
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, "api_event holds event records (end = all ones)")
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD, "api_event holds event records (end = all ones)"
+            )
         if start == 0:
             continue  # dropped by the exporter as invalid
-        out.append(ApiRecord(level, stype, thread, start, end, item))
+        append(ApiRecord(level, stype, thread, start, end, item))
     return out
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class TaskTrackRecord:
+class TaskTrackRecord(NamedTuple):
     """A ``task_track`` record: the runtime handing one task to a device."""
 
     level: int
@@ -252,17 +257,20 @@ class TaskTrackRecord:
 
 def task_track_records(data: bytes) -> list[TaskTrackRecord]:
     out: list[TaskTrackRecord] = []
-    for rec in records(data, HOST_COMPACT_SIZE):
-        _check_host(rec, "task_track")
-        _m, level, stype, thread, _len, ts, dev, stream, task, batch, ttype, kernel = _TASK_TRACK.unpack_from(rec)
-        out.append(
-            TaskTrackRecord(level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel)
+    append = out.append
+    for fields in _unpacked(data, _TASK_TRACK, HOST_COMPACT_SIZE):
+        magic, level, stype, thread, _len, ts, dev, stream, task, batch, ttype, kernel = fields
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "task_track")
+        append(
+            TaskTrackRecord(
+                level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel
+            )
         )
     return out
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class NodeBasicRecord:
+class NodeBasicRecord(NamedTuple):
     """A ``node_basic_info`` record: what GE knows of one node launch."""
 
     level: int
@@ -286,15 +294,15 @@ class NodeBasicRecord:
 
 def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
     out: list[NodeBasicRecord] = []
-    for rec in records(data, HOST_COMPACT_SIZE):
-        _check_host(rec, "node_basic_info")
-        _m, level, stype, thread, _len, ts, node, ttype, optype, block, flag = _NODE_BASIC.unpack_from(rec)
+    for fields in _unpacked(data, _NODE_BASIC, HOST_COMPACT_SIZE):
+        magic, level, stype, thread, _len, ts, node, ttype, optype, block, flag = fields
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "node_basic_info")
         out.append(NodeBasicRecord(level, stype, thread, ts, node, ttype, optype, block, flag))
     return out
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class HeaderRecord:
+class HeaderRecord(NamedTuple):
     """The common header of an additional record (``tensor_info``): where it attaches."""
 
     level: int
@@ -303,11 +311,12 @@ class HeaderRecord:
     timestamp: int
 
 
-def header_records(data: bytes, size: int, what: str) -> list[HeaderRecord]:
+def header_records(data: bytes, what: str) -> list[HeaderRecord]:
+    """The headers of 256-byte additional records (``tensor_info``)."""
     out: list[HeaderRecord] = []
-    for rec in records(data, size):
-        _check_host(rec, what)
-        _m, level, stype, thread, _len, ts = _HOST_HEADER.unpack_from(rec)
+    for magic, level, stype, thread, _len, ts in _unpacked(data, _HOST_HEADER, ADDITIONAL_SIZE):
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, what)
         out.append(HeaderRecord(level, stype, thread, ts))
     return out
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from . import _decode as d
 from ._types import DeclinedError, DeclineReason
@@ -33,8 +33,7 @@ FLIP_TASK: Final = "FLIP_TASK"
 MAINTENANCE: Final = "MAINTENANCE"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class HostTask:
+class HostTask(NamedTuple):
     """A runtime task as the host saw it (one per context id)."""
 
     device_id: int
@@ -47,8 +46,7 @@ class HostTask:
     timestamp: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class GeTask:
+class GeTask(NamedTuple):
     """What op_summary says about a kernel task: its op name, GE type and block dims."""
 
     device_id: int
@@ -70,44 +68,33 @@ class HostTables:
 
 # -- the event tree ---------------------------------------------------------------------------
 
+#: Deepest nesting the exporter follows while building a tree (it recurses with a limit).
+_DEPTH_LIMIT: Final = 20
+# Queue entries: (timestamp, level, seq, bound, kind, payload). Sorting the tuples orders them
+# by time, then level, then the order they were added in: the exporter's stable sort.
+_API, _BASIC, _TENSOR, _TRACK = 0, 1, 2, 3
 
-class _Event:
-    __slots__ = ("api", "bound", "children", "level", "records", "seq", "timestamp")
 
-    def __init__(self, level: int, timestamp: int, bound: int, api: _Api | None, seq: int) -> None:
-        self.level = level
-        self.timestamp = timestamp
+class _Node:
+    """A node launch (level-10000 API call) and the node records that attached to it."""
+
+    __slots__ = ("basic", "bound", "name", "others", "start")
+
+    def __init__(self, name: str, start: int, bound: int) -> None:
+        self.name = name
+        self.start = start
         self.bound = bound
-        self.api = api  # None for a record's own event or an empty node
-        self.records: list[object] = []
-        self.children: list[_Event] = []
-        self.seq = seq
-
-    @property
-    def additional(self) -> bool:
-        return self.timestamp == self.bound
+        self.basic: _NodeBasic | None = None  # the last node_basic_info record that attached
+        self.others = False  # whether a tensor_info record attached
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Api:
-    level: int
-    item_id: str  # the op name (hash resolved) of a node launch
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _NodeBasic:
+class _NodeBasic(NamedTuple):
     task_type: str
     block_num: int
     mix_block_num: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Tensor:
-    pass
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Track:
+class _Track(NamedTuple):
     thread_id: int
     device_id: int
     stream_id: int
@@ -118,89 +105,91 @@ class _Track:
     timestamp: int
 
 
-_INVALID: Final = _Event(-1, -1, -1, None, -1)
-#: Deepest recursion the exporter allows while building or walking a tree.
-_DEPTH_LIMIT: Final = 20
+_Entry = tuple[int, int, int, int, int, object]
 
 
-class _Chain:
-    """One thread's queue, tree and walk (the exporter's analysis chain)."""
+def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
+    """One thread's tree, built and walked in one pass: each task record and its node launch.
 
-    def __init__(self, events: list[_Event], level0: bool) -> None:
-        # Python's sort is stable: equal (timestamp, level) keep the order records were added in.
-        self.queue = sorted(events, key=lambda e: (e.timestamp, e.level))
-        self.index = 0
+    The exporter builds a tree recursively (a call contains what starts inside it until
+    something ends after it; an ACL call nested in another call is dropped; a record joins the
+    last call of its level that contains it, else hangs in the tree on its own) and then walks
+    it, taking for each runtime record the node launch on the walk's path. The open calls of the
+    recursion are a stack, so the node on the path is the node on the stack when the record is
+    met; the node's own records are read after the pass, as the walk reads them after the build.
+    """
+    entries.sort()
+    root_bound = max((e[3] for e in entries), default=-1) + 1
+    stack: list[tuple[int, int]] = [(ROOT, root_bound)]  # (level, bound) of the open calls
+    nodes: list[_Node | None] = [None]  # the node launch open at each stack depth
+    last_node: _Node | None = None
+    out: list[tuple[_Track, _Node | None]] = []
+    for timestamp, level, _seq, bound, kind, payload in entries:
+        additional = kind != _API
+        skipped = False
+        while True:
+            parent_level, parent_bound = stack[-1]
+            if bound > parent_bound:
+                stack.pop()
+                nodes.pop()
+                continue
+            if level == ACL and not additional and parent_level != ROOT:
+                skipped = True  # nested ACL calls take no part in the tree
+                break
+            if not additional and level < parent_level:
+                stack.pop()
+                nodes.pop()
+                continue
+            break
+        if skipped:
+            continue
+        if not additional:
+            if level == NODE and parent_level == NODE:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
+                )
+            if len(stack) > _DEPTH_LIMIT:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
+                )
+            node = payload if level == NODE else nodes[-1]
+            assert node is None or isinstance(node, _Node)
+            if level == NODE:
+                last_node = node
+            stack.append((level, bound))
+            nodes.append(node)
+            continue
+        if kind == _TRACK:
+            # No runtime-level API call exists (declined), so a runtime record always hangs in
+            # the tree on its own, below the innermost open call.
+            assert isinstance(payload, _Track)
+            out.append((payload, nodes[-1]))
+        elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
+            if kind == _BASIC:
+                assert isinstance(payload, _NodeBasic)
+                last_node.basic = payload
+            else:
+                last_node.others = True
+        # else: a node record outside every node launch hangs alone; it changes nothing here
+    return out
+
+
+class _Tables:
+    """The exporter's TaskGear: host tasks and GE tasks from runtime records and their nodes."""
+
+    def __init__(self, level0: bool) -> None:
         self.level0 = level0
-        self.last: dict[int, _Event] = {}
         self.host_tasks: list[HostTask] = []
         self.ge_tasks: list[GeTask] = []
-        self._seq = -2
 
-    def run(self) -> None:
-        bound = max((e.bound for e in self.queue), default=-1)
-        root = _Event(ROOT, 0, bound + 1, None, -1)
-        self._build(root, 0)
-        if self.index != len(self.queue):
-            raise DeclinedError(DeclineReason.UNSUPPORTED, "host records outside every call tree")
-        stack: dict[int, _Event] = {}
-        self._walk(root, stack, 0)
+    def add(self, track: _Track, node: _Node | None) -> None:
+        self._host_task(track)
+        if track.task_type.startswith("KERNEL") or track.task_type in ("STARS_COMMON", "FFTS_PLUS"):
+            self._kernel(track, node)
 
-    def _empty(self, level: int) -> _Event:
-        self._seq -= 1
-        return _Event(level, -1, -1, None, self._seq)
-
-    def _build(self, parent: _Event, depth: int) -> None:
-        if depth > _DEPTH_LIMIT:
-            raise DeclinedError(DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows")
-        depth += 1
-        queue = self.queue
-        while self.index < len(queue):
-            event = queue[self.index]
-            if event.bound > parent.bound:
-                return
-            if event.level == ACL and parent.level != ROOT:
-                self.index += 1  # nested ACL calls take no part in the tree
-                continue
-            if not event.additional and event.level < parent.level:
-                return
-            self.index += 1
-            if event.additional:
-                last = self.last.get(event.level, _INVALID)
-                if last.timestamp <= event.timestamp <= last.bound:
-                    last.records.extend(event.records)
-                else:
-                    empty = self._empty(event.level)
-                    empty.records.extend(event.records)
-                    parent.children.append(empty)
-                continue
-            self.last[event.level] = event
-            self._build(event, depth)
-            if event.level == NODE and parent.level == NODE:
-                raise DeclinedError(DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)")
-            parent.children.append(event)
-
-    def _walk(self, event: _Event, stack: dict[int, _Event], depth: int) -> None:
-        if depth > _DEPTH_LIMIT:
-            raise DeclinedError(DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows")
-        if event.level == TASK:
-            self._task(event, stack)
-        stack[event.level] = event
-        for child in event.children:
-            self._walk(child, stack, depth + 1)
-        stack[event.level] = _INVALID
-
-    # -- the task level (the exporter's TaskGear) -------------------------------------------------
-    def _task(self, event: _Event, stack: dict[int, _Event]) -> None:
-        node = stack.get(NODE, _INVALID)
-        for record in event.records:
-            if not isinstance(record, _Track):
-                continue
-            self._host_task(record, node)
-            if record.task_type.startswith("KERNEL") or record.task_type in ("STARS_COMMON", "FFTS_PLUS"):
-                self._kernel(record, node)
-
-    def _host_task(self, track: _Track, node: _Event) -> None:
+    def _host_task(self, track: _Track) -> None:
         if track.task_type in CONTEXT_WHITE_LIST:
+            # Node context ids would come first; runs with context_id_info are declined.
             ids = [str(INVALID_CONTEXT), *(["0"] if track.task_type in MIX_TASK_TYPES else [])]
             contexts = list(dict.fromkeys(ids))
         else:
@@ -219,30 +208,30 @@ class _Chain:
                 )
             )
 
-    def _kernel(self, track: _Track, node: _Event) -> None:
-        item = node.api.item_id if node.api is not None else ""
+    def _kernel(self, track: _Track, node: _Node | None) -> None:
+        item = node.name if node is not None else ""
         if not item:
             self._kernel_without_node(track)
             return
         if item.startswith("Lccl"):
             return
         if self.level0:
-            self._ge(track, item, NA, 0, 0, INVALID_CONTEXT)
+            self._ge(track, item, NA, 0, 0)
             return
-        basics = [r for r in node.records if isinstance(r, _NodeBasic)]
-        if not basics:
-            if node.records:
+        basic = node.basic if node is not None else None
+        if basic is None:
+            if node is not None and node.others:
                 # A node with tensor records only takes the exporter's level-0 path at level 1.
                 raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, f"node launch {item!r} has no node_basic_info at task time level 1"
+                    DeclineReason.UNSUPPORTED,
+                    f"node launch {item!r} has no node_basic_info at task time level 1",
                 )
             return  # the exporter writes no GE row for it ("can't find node desc")
-        basic = basics[-1]  # one description per node launch: the last record wins
         if basic.task_type == "FFTS_PLUS":
             return
         if basic.task_type in ("COMMUNICATION", "HCCL"):
             raise DeclinedError(DeclineReason.UNSUPPORTED, f"HCCL node {item!r}")
-        self._ge(track, item, basic.task_type, basic.block_num, basic.mix_block_num, INVALID_CONTEXT)
+        self._ge(track, item, basic.task_type, basic.block_num, basic.mix_block_num)
 
     def _kernel_without_node(self, track: _Track) -> None:
         if track.kernel_name == NA:
@@ -252,11 +241,21 @@ class _Chain:
                 DeclineReason.UNSUPPORTED,
                 f"kernel {track.kernel_name!r} launched outside a node launch at task time level 1",
             )
-        self._ge(track, track.kernel_name, NA, 0, 0, INVALID_CONTEXT)
+        self._ge(track, track.kernel_name, NA, 0, 0)
 
-    def _ge(self, track: _Track, name: str, ttype: str, block: int, mix: int, context: int) -> None:
+    def _ge(self, track: _Track, name: str, ttype: str, block: int, mix: int) -> None:
         self.ge_tasks.append(
-            GeTask(track.device_id, track.stream_id, track.task_id, context, track.batch_id, name, ttype, block, mix)
+            GeTask(
+                track.device_id,
+                track.stream_id,
+                track.task_id,
+                INVALID_CONTEXT,
+                track.batch_id,
+                name,
+                ttype,
+                block,
+                mix,
+            )
         )
 
 
@@ -350,12 +349,8 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
 
 def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
     """The host tasks and GE tasks of a run (every device)."""
-    threads: dict[int, list[_Event]] = {}
+    threads: dict[int, list[_Entry]] = {}
     seq = 0
-
-    def add(thread: int, event: _Event) -> None:
-        threads.setdefault(thread, []).append(event)
-
     # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
     # task_track records (ties in time and level keep this order).
     for api in records.apis:
@@ -364,38 +359,38 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
             continue
         level_name = d.LEVELS[api.level]
         level = LEVEL_OF.get(level_name)
-        if level not in (ACL, NODE):
+        if level != ACL and level != NODE:
             raise DeclinedError(
-                DeclineReason.UNKNOWN_RECORD, f"api_event call at level {level_name!r} (only ACL and node are known)"
+                DeclineReason.UNKNOWN_RECORD,
+                f"api_event call at level {level_name!r} (only ACL and node are known)",
             )
-        add(api.thread_id, _Event(level, api.start, api.end, _Api(level, records.name(api.item_id)), seq))
+        node = _Node(records.name(api.item_id), api.start, api.end) if level == NODE else None
+        threads.setdefault(api.thread_id, []).append((api.start, level, seq, api.end, _API, node))
         seq += 1
     for basic in records.node_basics:
         _require_level(basic.level, "node", "node_basic_info")
         ttype = d.GE_TASK_TYPES.get(basic.task_type, str(basic.task_type))
-        event = _Event(NODE, basic.timestamp, basic.timestamp, None, seq)
-        event.records.append(_NodeBasic(ttype, basic.block_num, basic.mix_block_num))
-        add(basic.thread_id, event)
+        payload = _NodeBasic(ttype, basic.block_num, basic.mix_block_num)
+        threads.setdefault(basic.thread_id, []).append(
+            (basic.timestamp, NODE, seq, basic.timestamp, _BASIC, payload)
+        )
         seq += 1
     for tensor in records.tensors:
         _require_level(tensor.level, "node", "tensor_info")
-        event = _Event(NODE, tensor.timestamp, tensor.timestamp, None, seq)
-        event.records.append(_Tensor())
-        add(tensor.thread_id, event)
+        threads.setdefault(tensor.thread_id, []).append(
+            (tensor.timestamp, NODE, seq, tensor.timestamp, _TENSOR, None)
+        )
         seq += 1
     for track in _tracks(records, all_export):
-        event = _Event(TASK, track.timestamp, track.timestamp, None, seq)
-        event.records.append(track)
-        add(track.thread_id, event)
+        threads.setdefault(track.thread_id, []).append(
+            (track.timestamp, TASK, seq, track.timestamp, _TRACK, track)
+        )
         seq += 1
-    host_tasks: list[HostTask] = []
-    ge_tasks: list[GeTask] = []
-    for events in threads.values():
-        chain = _Chain(events, level0)
-        chain.run()
-        host_tasks.extend(chain.host_tasks)
-        ge_tasks.extend(chain.ge_tasks)
-    return HostTables(tuple(host_tasks), tuple(ge_tasks))
+    tables = _Tables(level0)
+    for entries in threads.values():
+        for track, node in _chain(entries):
+            tables.add(track, node)
+    return HostTables(tuple(tables.host_tasks), tuple(tables.ge_tasks))
 
 
 def _require_level(level: int, name: str, what: str) -> None:

@@ -20,7 +20,7 @@ import dataclasses
 import decimal
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from .._parser import CONTROL_TYPES
 from . import _decode as d
@@ -162,14 +162,23 @@ class RunPlan:
             modes = {n.split(".", 1)[0] for n in names}
             if len(modes) > 1 and kind not in ("hash_dic", "type_info_dic"):
                 # Their relative order in the exporter follows the directory listing.
-                raise DeclinedError(DeclineReason.AMBIGUOUS, f"both aging and unaging {kind} files in host/data")
-            ordered[kind] = tuple(f"host/data/{n}" for n in sorted(names, key=lambda n: (n.split(".")[0], _slice_key(n))))
+                raise DeclinedError(
+                    DeclineReason.AMBIGUOUS, f"both aging and unaging {kind} files in host/data"
+                )
+            ordered[kind] = tuple(
+                f"host/data/{n}" for n in sorted(names, key=lambda n: (n.split(".")[0], _slice_key(n)))
+            )
         devices: list[DevicePlan] = []
         for folder in sorted(k for k in listing if DEVICE_DIR.match(k)):
             device = int(DEVICE_DIR.match(folder).group(1))  # type: ignore[union-attr]
             entries = listing.get(folder, [])
             data = [n for n in listing.get(f"{folder}/data", []) if not _is_marker(n)]
-            kinds: dict[str, list[str]] = {"stars_soc": [], "ffts_profile": [], "ts_track": [], "lpmInfoConv": []}
+            kinds: dict[str, list[str]] = {
+                "stars_soc": [],
+                "ffts_profile": [],
+                "ts_track": [],
+                "lpmInfoConv": [],
+            }
             for name in data:
                 kind = next((k for k in kinds if _device_pattern(k, device).match(name)), None)
                 if kind is None:
@@ -219,22 +228,31 @@ class DeviceClock:
     host_mon: float  # host_start.log clock_monotonic_raw in s
     local_offset: float  # µs: start_info collectionTimeBegin - clockMonotonicRaw / 1000
     collect_begin: str  # start_info collectionTimeBegin, as text
+    offset: decimal.Decimal = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
 
     def local(self, ns: float) -> str:
-        """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals."""
-        raw = _DECIMAL.divide(decimal.Decimal(str(ns)), decimal.Decimal(1000))
-        value = _DECIMAL.add(raw, decimal.Decimal(str(self.local_offset)))
+        """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals (exact shifts)."""
+        value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
         return str(value.quantize(_MILLI, context=_DECIMAL))
 
     def kept(self, start: str, duration_us: float) -> bool:
-        """The exporter's filter: tasks started before the collection are dropped (string order)."""
+        """The exporter's filter: tasks that started before the collection are dropped.
+
+        It compares the printed start (with its tab) to ``collectionTimeBegin`` *as strings*;
+        when the integer part has the begin's digits and is not smaller, that is true at once.
+        """
         cell = start + "\t"
         begin = self.collect_begin
-        end = str(_DECIMAL.add(decimal.Decimal(start), decimal.Decimal(str(duration_us))).quantize(_MILLI, context=_DECIMAL))
-        return cell > begin or cell < begin < end
+        if begin.isdigit() and start.find(".") == len(begin) and start[: len(begin)] >= begin:
+            return True
+        end = _DECIMAL.add(decimal.Decimal(start), decimal.Decimal(repr(duration_us)))
+        return cell > begin or cell < begin < str(end.quantize(_MILLI, context=_DECIMAL))
 
 
 def _number(value: object, what: str) -> float:
@@ -245,8 +263,13 @@ def _number(value: object, what: str) -> float:
     return result
 
 
-def _clock(info: Mapping[str, object], dev_start: Mapping[str, str], host_start: Mapping[str, str],
-           start_info: Mapping[str, object], folder: str) -> DeviceClock:
+def _clock(
+    info: Mapping[str, object],
+    dev_start: Mapping[str, str],
+    host_start: Mapping[str, str],
+    start_info: Mapping[str, object],
+    folder: str,
+) -> DeviceClock:
     device_info = info.get("DeviceInfo")
     if not isinstance(device_info, list) or not device_info or not isinstance(device_info[0], dict):
         raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/info.json has no DeviceInfo")
@@ -282,8 +305,7 @@ def _clock(info: Mapping[str, object], dev_start: Mapping[str, str], host_start:
 # -- device tasks -----------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _DeviceTask:
+class _DeviceTask(NamedTuple):
     stream_id: int
     task_id: int
     sqe_type: str
@@ -313,18 +335,27 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
     return stream % 2048, task
 
 
-def _device_tasks(stars: list[d.StarsRecord], clock: DeviceClock, folder: str, expanded: bool) -> list[_DeviceTask]:
+def _device_tasks(
+    stars: list[d.StarsRecord], clock: DeviceClock, folder: str, expanded: bool
+) -> list[_DeviceTask]:
     timed: list[tuple[float, int, int, d.StarsRecord]] = []
     for rec in stars:
         if rec.function not in (0, 1):
-            what = "FFTS+ subtask records (MIX kernels)" if rec.function in (34, 35) else f"function {rec.function}"
+            what = (
+                "FFTS+ subtask records (MIX kernels)"
+                if rec.function in (34, 35)
+                else f"function {rec.function}"
+            )
             raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc holds {what}")
         if rec.sqe_type >= len(d.SQE_TYPES):
             raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {rec.sqe_type}")
         stream, task = stream_task_ids(rec.stream_id, rec.task_id, rec.sqe_type, expanded)
         timed.append((clock.ns(rec.counter), stream, task, rec))
     timed.sort(key=lambda item: item[0])
-    groups: dict[tuple[int, int], tuple[list[tuple[float, int, int, d.StarsRecord]], list[tuple[float, int, int, d.StarsRecord]]]] = {}
+    groups: dict[
+        tuple[int, int],
+        tuple[list[tuple[float, int, int, d.StarsRecord]], list[tuple[float, int, int, d.StarsRecord]]],
+    ] = {}
     for item in timed:
         starts, ends = groups.setdefault((item[2], item[1]), ([], []))
         (starts if item[3].function == 0 else ends).append(item)
@@ -340,7 +371,13 @@ def _device_tasks(stars: list[d.StarsRecord], clock: DeviceClock, folder: str, e
             if i + 1 == len(starts) or e_time < starts[i + 1][0]:
                 matched.append(
                     _DeviceTask(
-                        stream, task, d.SQE_TYPES[s_rec.sqe_type], s_time, e_time - s_time, s_rec.counter, e_rec.counter
+                        stream,
+                        task,
+                        d.SQE_TYPES[s_rec.sqe_type],
+                        s_time,
+                        e_time - s_time,
+                        s_rec.counter,
+                        e_rec.counter,
                     )
                 )
                 i += 1
@@ -351,8 +388,7 @@ def _device_tasks(stars: list[d.StarsRecord], clock: DeviceClock, folder: str, e
     return matched
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Ascend:
+class _Ascend(NamedTuple):
     """A top-down task: a device task and its host task (either may be missing)."""
 
     stream_id: int
@@ -385,14 +421,38 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
         stream, task, context, batch = key
         if hs and ds:
             h, t = hs[0], ds[0]
-            out.append(_Ascend(stream, task, context, batch, t.start, t.duration, h.task_type, t.sqe_type,
-                               t.start_cycles, t.end_cycles))
+            out.append(
+                _Ascend(
+                    stream,
+                    task,
+                    context,
+                    batch,
+                    t.start,
+                    t.duration,
+                    h.task_type,
+                    t.sqe_type,
+                    t.start_cycles,
+                    t.end_cycles,
+                )
+            )
         elif hs:
             out.append(_Ascend(stream, task, context, batch, -1, -1, hs[0].task_type, UNKNOWN, 0, 0))
         else:
             t = ds[0]
-            out.append(_Ascend(stream, task, context, batch, t.start, t.duration, UNKNOWN, t.sqe_type,
-                               t.start_cycles, t.end_cycles))
+            out.append(
+                _Ascend(
+                    stream,
+                    task,
+                    context,
+                    batch,
+                    t.start,
+                    t.duration,
+                    UNKNOWN,
+                    t.sqe_type,
+                    t.start_cycles,
+                    t.end_cycles,
+                )
+            )
     out.sort(key=lambda a: a.start)
     return out
 
@@ -414,15 +474,147 @@ def _task_type(host_type: str, device_type: str) -> str:
     return host_type
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Row:
-    """One exported row, before the library's level-0 join."""
+class _Row(NamedTuple):
+    """One op_summary row and the device task it stands for."""
 
     raw: RawTask
-    stream_id: int
+    ascend: _Ascend
 
 
-def _device_rows(
+class _Device:
+    """One device's exported rows: op_summary at once, task_time when asked."""
+
+    def __init__(
+        self,
+        dev: DevicePlan,
+        clock: DeviceClock,
+        ascend: list[_Ascend],
+        host: list[HostTask],
+        ge: dict[tuple[int, int, int, int], list[GeTask]],
+        hashes: Mapping[str, str],
+        level0: bool,
+    ) -> None:
+        self.dev = dev
+        self.clock = clock
+        self.ascend = ascend
+        self.host = host
+        self.ge = ge
+        self.op_rows = self._op_summary(hashes, level0)
+        self._types: dict[int, tuple[str, str]] | None = None
+
+    def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
+        """op_summary: the device tasks joined with their GE tasks, in start order."""
+        joined: list[tuple[_Ascend, GeTask]] = []
+        for a in self.ascend:
+            if a.start == -1:
+                continue
+            for g in self.ge.get((a.stream_id, a.task_id, a.batch_id, a.context_id), []):
+                if g.task_type not in ("WRITE_BACK", "INVALID"):
+                    joined.append((a, g))
+        _check_ties((a.start for a, _ in joined), self.dev.folder, "op_summary")
+        joined.sort(key=lambda item: item[0].start)
+        rows: list[_Row] = []
+        clock = self.clock
+        for a, g in joined:
+            duration = round(a.duration / 1000.0, 3)
+            start = clock.local(a.start)
+            if not clock.kept(start, duration):
+                continue
+            raw = RawTask(
+                self.dev.device,
+                a.stream_id,
+                a.task_id,
+                a.batch_id,
+                hashes.get(g.op_name, g.op_name),
+                g.task_type,
+                g.task_type,
+                duration,
+                a.duration,
+                int(decimal.Decimal(start) * 1000),
+                a.start_cycles,
+                a.end_cycles,
+                None if level0 else g.block_num,
+                None if level0 else g.mix_block_num,
+            )
+            rows.append(_Row(raw, a))
+        if len(rows) >= CSV_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} op_summary rows"
+            )
+        return rows
+
+    def _ran(self) -> list[_Ascend]:
+        """The tasks task_time lists (every one the device ran), checked for what is not modelled."""
+        ran = [a for a in self.ascend if a.device_type != UNKNOWN]
+        _check_ties((a.start for a in ran), self.dev.folder, "task_time")
+        seen: set[tuple[int, int, int]] = set()
+        for a in ran:
+            key = (a.stream_id, a.task_id, a.batch_id)
+            if key in seen:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, f"{self.dev.folder}: a task with several contexts (FFTS+/MIX)"
+                )
+            seen.add(key)
+        return ran
+
+    def task_time_cells(self) -> dict[int, tuple[str, str]]:
+        """Per device task (by identity): task_time's (kernel_name, kernel_type)."""
+        if self._types is None:
+            ge_info = {k: v[-1] for k, v in self.ge.items()}
+            names = {
+                (h.stream_id, h.task_id, h.batch_id, h.context_id): h.kernel_name
+                for h in sorted(self.host, key=lambda h: h.timestamp)
+            }
+            types: dict[int, tuple[str, str]] = {}
+            for a in self._ran():
+                key = (a.stream_id, a.task_id, a.batch_id, a.context_id)
+                op = ge_info.get(key)
+                name = names.get(key) or (op.op_name if op is not None else NA)
+                op_type = op.task_type if op is not None else None
+                ttype = (
+                    op_type
+                    if op_type is not None and op_type != NA
+                    else _task_type(a.host_type, a.device_type)
+                )
+                types[id(a)] = (name, ttype)
+            self._types = types
+        return self._types
+
+    def task_time_rows(self) -> list[RawTask]:
+        """task_time: every task the device ran, in printed-start order, filtered as exported."""
+        cells = self.task_time_cells()
+        clock = self.clock
+        printed = sorted(((clock.local(a.start), a) for a in self._ran()), key=lambda item: item[0])
+        rows: list[RawTask] = []
+        for start, a in printed:
+            duration = round(a.duration / 1000.0, 3)
+            if not clock.kept(start, duration):
+                continue
+            name, ttype = cells[id(a)]
+            rows.append(
+                RawTask(
+                    self.dev.device,
+                    a.stream_id,
+                    a.task_id,
+                    a.batch_id,
+                    name,
+                    ttype,
+                    ttype,
+                    duration,
+                    a.duration,
+                    int(decimal.Decimal(start) * 1000),
+                    a.start_cycles,
+                    a.end_cycles,
+                )
+            )
+        if len(rows) >= CSV_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} task_time rows"
+            )
+        return rows
+
+
+def _device(
     dev: DevicePlan,
     files: Mapping[str, bytes],
     tables: HostTables,
@@ -432,8 +624,7 @@ def _device_rows(
     all_export: bool,
     level0: bool,
     check_info: Callable[[Mapping[str, object], str], None],
-) -> tuple[list[_Row], list[_Row]]:
-    """(op_summary rows, task_time rows) of one device, in their CSV order."""
+) -> _Device:
     folder = dev.folder
     info = d.json_object(files[dev.info], f"{folder}/info.json")
     check_info(info, folder)
@@ -454,82 +645,22 @@ def _device_rows(
         if all_export:
             first: dict[int, float] = {}
             for flip in flips:
-                first[flip.stream_id] = min(first.get(flip.stream_id, clock.ns(flip.counter)), clock.ns(flip.counter))
+                at = clock.ns(flip.counter)
+                first[flip.stream_id] = min(first.get(flip.stream_id, at), at)
             for task in device_tasks:
                 limit = first.get(task.stream_id)
                 if limit is not None and task.start >= limit:
                     raise DeclinedError(
-                        DeclineReason.UNSUPPORTED, f"{folder}: task ids of stream {task.stream_id} wrapped around"
+                        DeclineReason.UNSUPPORTED,
+                        f"{folder}: task ids of stream {task.stream_id} wrapped around",
                     )
     host = [h for h in tables.host_tasks if h.device_id == dev.device]
     ascend = _top_down(host, device_tasks, folder)
-
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
     for g in tables.ge_tasks:
         if g.device_id == dev.device:
             ge.setdefault((g.stream_id, g.task_id, g.batch_id, g.context_id), []).append(g)
-
-    # op_summary: the device tasks joined with their GE tasks.
-    op_rows: list[_Row] = []
-    joined_rows: list[tuple[_Ascend, GeTask]] = []
-    for a in ascend:
-        if a.start == -1:
-            continue
-        for g in ge.get((a.stream_id, a.task_id, a.batch_id, a.context_id), []):
-            if g.task_type in ("WRITE_BACK", "INVALID"):
-                continue
-            joined_rows.append((a, g))
-    _check_ties((a.start for a, _ in joined_rows), folder, "op_summary")
-    joined_rows.sort(key=lambda item: item[0].start)
-    for a, g in joined_rows:
-        name = hashes.get(g.op_name, g.op_name)
-        duration = round(a.duration / 1000.0, 3)
-        start = clock.local(a.start)
-        if not clock.kept(start, duration):
-            continue
-        block = None if level0 else g.block_num
-        mix = None if level0 else g.mix_block_num
-        raw = RawTask(
-            dev.device, a.stream_id, a.task_id, a.batch_id, name, g.task_type, g.task_type,
-            duration, a.duration, int(decimal.Decimal(start) * 1000), a.start_cycles, a.end_cycles, block, mix,
-        )
-        op_rows.append(_Row(raw, a.stream_id))
-
-    # task_time: every task the device ran, with its host's type.
-    ge_info = {k: v[-1] for k, v in ge.items()}
-    kernel_names = {(h.stream_id, h.task_id, h.batch_id, h.context_id): h.kernel_name
-                    for h in sorted(host, key=lambda h: h.timestamp)}
-    ran = [a for a in ascend if a.device_type != UNKNOWN]
-    _check_ties((a.start for a in ran), folder, "task_time")
-    groups: dict[tuple[int, int, int], list[_Ascend]] = {}
-    for a in ran:
-        groups.setdefault((a.stream_id, a.task_id, a.batch_id), []).append(a)
-    cells: list[tuple[str, _Ascend, str, str, float]] = []
-    for group in groups.values():
-        if len(group) > 1:
-            raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: a task with several contexts (FFTS+/MIX)")
-        for a in group:
-            key = (a.stream_id, a.task_id, a.batch_id, a.context_id)
-            op = ge_info.get(key)
-            name = kernel_names.get(key) or (op.op_name if op is not None else NA)
-            op_type = op.task_type if op is not None else None
-            ttype = op_type if op_type not in (None, NA) else _task_type(a.host_type, a.device_type)
-            duration = round(a.duration / 1000.0, 3)
-            cells.append((clock.local(a.start), a, name, ttype, duration))
-    cells.sort(key=lambda c: c[0])
-    time_rows: list[_Row] = []
-    for start, a, name, ttype, duration in cells:
-        if not clock.kept(start, duration):
-            continue
-        raw = RawTask(
-            dev.device, a.stream_id, a.task_id, a.batch_id, name, ttype, ttype, duration, a.duration,
-            int(decimal.Decimal(start) * 1000), a.start_cycles, a.end_cycles,
-        )
-        time_rows.append(_Row(raw, a.stream_id))
-    for rows, what in ((op_rows, "op_summary"), (time_rows, "task_time")):
-        if len(rows) >= CSV_LIMIT:
-            raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows (sliced CSVs)")
-    return op_rows, time_rows
+    return _Device(dev, clock, ascend, host, ge, hashes, level0)
 
 
 def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
@@ -544,7 +675,9 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
     if not isinstance(driver, int):
         raise DeclinedError(DeclineReason.UNKNOWN_PLATFORM, f"drvVersion {driver!r}")
     if str(host_info.get("version", "")) != COLLECTION_VERSION:
-        raise DeclinedError(DeclineReason.UNKNOWN_PLATFORM, f"collection version {host_info.get('version')!r}")
+        raise DeclinedError(
+            DeclineReason.UNKNOWN_PLATFORM, f"collection version {host_info.get('version')!r}"
+        )
     if platform == PLATFORM_910B and driver >= ALL_EXPORT_VERSION:
         all_export = True
     elif platform == PLATFORM_310B and driver < ALL_EXPORT_VERSION:
@@ -552,17 +685,21 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
     else:
         raise DeclinedError(
             DeclineReason.UNKNOWN_PLATFORM,
-            f"platform_version {platform!r} with drvVersion {driver} (verified: 910B '5' from {ALL_EXPORT_VERSION}, "
-            f"310B '7' below it)",
+            f"platform_version {platform!r} with drvVersion {driver} (verified: 910B '5' from "
+            f"{ALL_EXPORT_VERSION}, 310B '7' below it)",
         )
     if str(host_sample.get("devices", "")) != "64":
         # The exporter ignores such a host folder without a word.
-        raise DeclinedError(DeclineReason.UNSUPPORTED, f"host/sample.json devices={host_sample.get('devices')!r}")
+        raise DeclinedError(
+            DeclineReason.UNSUPPORTED, f"host/sample.json devices={host_sample.get('devices')!r}"
+        )
     level0 = _level(host_sample) in LEVEL0_NAMES
 
     def check_info(info: Mapping[str, object], folder: str) -> None:
         if str(info.get("platform_version", "")) != platform or info.get("drvVersion") != driver:
-            raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}/info.json and host/info.json disagree on the chip")
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS, f"{folder}/info.json and host/info.json disagree on the chip"
+            )
 
     hashes: dict[str, str] = {}
     for path in plan.host_data.get("hash_dic", ()):
@@ -578,7 +715,7 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
     records.node_basics = d.node_basic_records(d.joined(files[p] for p in basics))
     records.tensors = d.header_records(
-        d.joined(files[p] for p in plan.host_data.get("tensor_info", ())), d.ADDITIONAL_SIZE, "tensor_info"
+        d.joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
     if not level0 and not records.node_basics:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
@@ -586,19 +723,26 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
 
     if len(plan.devices) > 1:
-        raise DeclinedError(DeclineReason.UNSUPPORTED, "several devices in one run (their merge is not verified)")
-    op_rows: list[_Row] = []
-    time_rows: list[_Row] = []
-    for dev in plan.devices:
-        ops, times = _device_rows(
-            dev, files, tables, hashes, expanded=expanded, all_export=all_export, level0=level0,
+        raise DeclinedError(
+            DeclineReason.UNSUPPORTED, "several devices in one run (their merge is not verified)"
+        )
+    outputs = [
+        _device(
+            dev,
+            files,
+            tables,
+            hashes,
+            expanded=expanded,
+            all_export=all_export,
+            level0=level0,
             check_info=check_info,
         )
-        op_rows += ops
-        time_rows += times
+        for dev in plan.devices
+    ]
+    op_rows = [row for out in outputs for row in out.op_rows]
     if op_rows:
-        return RawResult(tuple(_join_level0(op_rows, time_rows)), SOURCE_OP_SUMMARY, level0)
-    tasks = [r.raw for r in time_rows if r.raw.type not in CONTROL_TYPES]
+        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0)
+    tasks = [t for out in outputs for t in out.task_time_rows() if t.type not in CONTROL_TYPES]
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
     return RawResult(tuple(tasks), SOURCE_TASK_TIME, level0)
@@ -607,8 +751,7 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
 def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:
     """Whether streams are "expanded": the first ``expand_stream_spec`` record's status byte."""
     for path in paths:
-        data = files[path]
-        records = list(d.records(data, d.HOST_COMPACT_SIZE))
+        records = list(d.records(files[path], d.HOST_COMPACT_SIZE))
         if records:
             status = records[0][24]
             if status not in (0, 1):
@@ -622,26 +765,29 @@ def _level(sample: Mapping[str, object]) -> str:
     return str(level if level else sample.get("prof_level"))
 
 
-def _join_level0(op_rows: list[_Row], time_rows: list[_Row]) -> list[RawTask]:
-    """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._reader.RunReader` does."""
-    unknown = [r.raw.csv_type == NA for r in op_rows]
+def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
+    """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._reader.RunReader` does.
+
+    The library looks each ``N/A`` row up in task_time by (device, stream, task id, printed
+    start). Both CSVs print a task's start from the same device time, and what is accepted has
+    one device task per (stream, task id), so the row found is the one of the same device task:
+    the lookup is done by that task directly (and the equality is tested on every real run).
+    """
+    rows = [row for out in outputs for row in out.op_rows]
+    unknown = [row.raw.csv_type == NA for row in rows]
     if not any(unknown):
-        return [r.raw for r in op_rows]
+        return [row.raw for row in rows]
     if not all(unknown):
         # The library decides per CSV batch whether to join: mixed files depend on chunking.
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
-    types: dict[tuple[int, str, int, int], str | None] = {}
-    for row in time_rows:
-        raw = row.raw
-        if raw.type in CONTROL_TYPES:
-            continue
-        key = (raw.device, str(row.stream_id), raw.task_id, raw.start_ns)
-        types[key] = raw.type if types.get(key, raw.type) == raw.type else None
     out: list[RawTask] = []
-    for row in op_rows:
-        found = types.get((row.raw.device, str(row.stream_id), row.raw.task_id, row.raw.start_ns))
-        if found is not None and found != NA:
-            out.append(dataclasses.replace(row.raw, type=found))
-        else:
-            out.append(row.raw)
+    for device in outputs:
+        cells = device.task_time_cells()
+        for row in device.op_rows:
+            cell = cells.get(id(row.ascend))
+            found = cell[1] if cell is not None else None
+            if found is not None and found != NA and found not in CONTROL_TYPES:
+                out.append(row.raw._replace(type=found))
+            else:
+                out.append(row.raw)
     return out

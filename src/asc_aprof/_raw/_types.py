@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from .._records import ProfilingTask
 
@@ -51,8 +52,7 @@ class DeclinedError(Exception):
         self.declined = Declined(reason, message)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RawTask:
+class RawTask(NamedTuple):
     """One task as the exporter's CSV would show it, plus what the CSV rounds away.
 
     :ivar device: the device (``device_N``)
