@@ -86,9 +86,12 @@ API_EVENT_SIZE: Final = 40
 ADDITIONAL_SIZE: Final = 256  # tensor_info, context_id_info
 TS_TRACK_SIZE: Final = 40
 
-_STARS: Final = struct.Struct("<HHHHQHH44x")  # header, magic, stream, task, counter, acc pair, reserved
+_STARS: Final = struct.Struct(
+    "<HHHHQHHHH40x"
+)  # task log and FFTS+ subtask log share it  # header, magic, stream, task, counter, acc pair, reserved
 _HOST_HEADER: Final = struct.Struct("<HHIIIQ232x")  # magic, level, type, thread, data length, timestamp
 _API_EVENT: Final = struct.Struct("<HHIIIQQQ")
+_CONTEXT: Final = struct.Struct("<HHIIIQQI55I")
 _TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
 _NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
 _TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
@@ -129,14 +132,63 @@ def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[A
     return layout.iter_unpack(memoryview(data)[len(data) % size :])
 
 
-def stars_records(data: bytes) -> list[StarsRecord]:
-    out: list[StarsRecord] = []
-    append = out.append
-    for header, magic, stream, task, counter, _acc, _res in _unpacked(data, _STARS, STARS_SIZE):
+class SubtaskRecord(NamedTuple):
+    """An FFTS+ subtask log record (``stars_soc`` function 34 = start, 35 = end)."""
+
+    function: int
+    sqe_type: int
+    stream_id: int
+    task_id: int
+    counter: int
+    subtask_type: int
+    subtask_id: int
+    ffts_type: int
+    thread_id: int
+
+
+FUNCTION_SUBTASK_START: Final = 34
+FUNCTION_SUBTASK_END: Final = 35
+
+
+def stars_records(data: bytes) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
+    """The task log (functions 0 and 1) and the FFTS+ subtask log (34 and 35) of ``stars_soc``."""
+    tasks: list[StarsRecord] = []
+    subtasks: list[SubtaskRecord] = []
+    append = tasks.append
+    for header, magic, stream, task, counter, w5, w6, w7, w8 in _unpacked(data, _STARS, STARS_SIZE):
         if magic != STARS_MAGIC:
             # The exporter skips such chunks with an error; a torn log is not something to guess on.
             raise DeclinedError(DeclineReason.MALFORMED, f"stars_soc record with magic {magic:#06x}")
-        append(StarsRecord(header & 63, header >> 10, stream, task, counter))
+        function = header & 63
+        if function in (FUNCTION_SUBTASK_START, FUNCTION_SUBTASK_END):
+            subtasks.append(
+                SubtaskRecord(function, header >> 10, stream, task, counter, w5 & 255, w6, w7 >> 13, w8)
+            )
+        else:
+            append(StarsRecord(function, header >> 10, stream, task, counter))
+    return tasks, subtasks
+
+
+class ContextRecord(NamedTuple):
+    """A ``context_id_info`` record: the context ids of one node launch."""
+
+    level: int
+    thread_id: int
+    timestamp: int
+    context_ids: str  # comma-joined, as the exporter keeps them
+
+
+def context_records(data: bytes) -> list[ContextRecord]:
+    out: list[ContextRecord] = []
+    for fields in _unpacked(data, _CONTEXT, ADDITIONAL_SIZE):
+        magic, level, _stype, thread, _len, ts, _node, count = fields[:8]
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "context_id_info")
+        if count > 55:
+            raise DeclinedError(
+                DeclineReason.MALFORMED, f"context_id_info record with {count} ids (at most 55 fit)"
+            )
+        out.append(ContextRecord(level, thread, ts, ",".join(str(i) for i in fields[8 : 8 + count])))
     return out
 
 

@@ -72,20 +72,21 @@ class HostTables:
 _DEPTH_LIMIT: Final = 20
 # Queue entries: (timestamp, level, seq, bound, kind, payload). Sorting the tuples orders them
 # by time, then level, then the order they were added in: the exporter's stable sort.
-_API, _BASIC, _TENSOR, _TRACK = 0, 1, 2, 3
+_API, _BASIC, _TENSOR, _TRACK, _CONTEXT = 0, 1, 2, 3, 4
 
 
 class _Node:
     """A node launch (level-10000 API call) and the node records that attached to it."""
 
-    __slots__ = ("basic", "bound", "name", "others", "start")
+    __slots__ = ("basic", "bound", "contexts", "name", "others", "start")
 
     def __init__(self, name: str, start: int, bound: int) -> None:
         self.name = name
         self.start = start
         self.bound = bound
         self.basic: _NodeBasic | None = None  # the last node_basic_info record that attached
-        self.others = False  # whether a tensor_info record attached
+        self.contexts: list[str] = []  # the context ids of each context_id_info record
+        self.others = False  # whether a tensor_info or context_id_info record attached
 
 
 class _NodeBasic(NamedTuple):
@@ -170,6 +171,9 @@ def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
                 last_node.basic = payload
             else:
                 last_node.others = True
+                if kind == _CONTEXT:
+                    assert isinstance(payload, str)
+                    last_node.contexts.append(payload)
         # else: a node record outside every node launch hangs alone; it changes nothing here
     return out
 
@@ -183,18 +187,21 @@ class _Tables:
         self.ge_tasks: list[GeTask] = []
 
     def add(self, track: _Track, node: _Node | None) -> None:
-        self._host_task(track)
+        self._host_task(track, node)
         if track.task_type.startswith("KERNEL") or track.task_type in ("STARS_COMMON", "FFTS_PLUS"):
             self._kernel(track, node)
 
-    def _host_task(self, track: _Track) -> None:
+    def _host_task(self, track: _Track, node: _Node | None) -> None:
         if track.task_type in CONTEXT_WHITE_LIST:
-            # Node context ids would come first; runs with context_id_info are declined.
-            ids = [str(INVALID_CONTEXT), *(["0"] if track.task_type in MIX_TASK_TYPES else [])]
-            contexts = list(dict.fromkeys(ids))
+            # The node's context ids (one comma-joined string per record), then the defaults;
+            # duplicates dropped, then the joined string split again.
+            ids = [*(node.contexts if node is not None else []), str(INVALID_CONTEXT)]
+            if track.task_type in MIX_TASK_TYPES:
+                ids.append("0")
+            joined = ",".join(dict.fromkeys(ids))
         else:
-            contexts = [str(INVALID_CONTEXT)]
-        for context in contexts:
+            joined = str(INVALID_CONTEXT)
+        for context in joined.split(","):
             self.host_tasks.append(
                 HostTask(
                     track.device_id,
@@ -218,6 +225,10 @@ class _Tables:
         if self.level0:
             self._ge(track, item, NA, 0, 0)
             return
+        if node is not None and node.contexts:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"node {item!r} with context ids (MIX/FFTS+) at task time level 1"
+            )
         basic = node.basic if node is not None else None
         if basic is None:
             if node is not None and node.others:
@@ -271,6 +282,7 @@ class HostRecords:
         self.apis: list[d.ApiRecord] = []
         self.node_basics: list[d.NodeBasicRecord] = []
         self.tensors: list[d.HeaderRecord] = []
+        self.contexts: list[d.ContextRecord] = []
         self.tracks: list[d.TaskTrackRecord] = []
 
     def type_name(self, level: int, number: int) -> str:

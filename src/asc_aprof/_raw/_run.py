@@ -20,7 +20,7 @@ import dataclasses
 import decimal
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .._parser import CONTROL_TYPES
 from . import _decode as d
@@ -57,14 +57,11 @@ HOST_FILES: Final = {
     "task_track": re.compile(r"^(aging|unaging)\.compact\.task_track\.slice_\d+$"),
     "node_basic_info": re.compile(r"^(aging|unaging)\.compact\.node_basic_info\.slice_\d+$"),
     "tensor_info": re.compile(r"^(aging|unaging)\.additional\.tensor_info\.slice_\d+$"),
+    "context_id_info": re.compile(r"^(aging|unaging)\.additional\.context_id_info\.slice_\d+$"),
     "hash_dic": re.compile(r"^(aging|unaging)\.additional\.hash_dic\.slice_\d+$"),
     "type_info_dic": re.compile(r"^(aging|unaging)\.additional\.type_info_dic\.slice_\d+$"),
     # whether streams are "expanded": changes only stream ids of 2048 and above, declined below
     "expand_stream_spec": re.compile(r"^(aging|unaging)\.compact\.expand_stream_spec\.slice_\d+$"),
-}
-#: Host data files that name a feature this reader has not verified.
-HOST_DECLINED: Final = {
-    re.compile(r"^(aging|unaging)\.additional\.context_id_info\."): "context ids (FFTS+ / MIX kernels)",
 }
 
 
@@ -149,9 +146,6 @@ class RunPlan:
                 continue
             kind = next((k for k, p in HOST_FILES.items() if p.match(name)), None)
             if kind is None:
-                feature = next((f for p, f in HOST_DECLINED.items() if p.match(name)), None)
-                if feature is not None:
-                    raise DeclinedError(DeclineReason.UNSUPPORTED, f"host/data/{name}: {feature}")
                 raise DeclinedError(DeclineReason.UNKNOWN_FILE, f"host/data/{name}")
             host_data.setdefault(kind, []).append(name)
         for required in ("task_track", "type_info_dic", "hash_dic", "api_event"):
@@ -308,6 +302,7 @@ def _clock(
 class _DeviceTask(NamedTuple):
     stream_id: int
     task_id: int
+    context_id: int  # the FFTS+ subtask id, or the invalid id for a whole task
     sqe_type: str
     start: float  # ns
     duration: float  # ns
@@ -320,19 +315,24 @@ _EVENT_RECORD_SQE: Final = 4
 
 
 def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tuple[int, int]:
-    """The (stream id, task id) a device record stands for: ids are bit-packed when streams are
-    many (the exporter's rules, with and without "stream expansion")."""
-    if expanded:
-        if sqe_type in (_PLACE_HOLDER_SQE, _EVENT_RECORD_SQE):
-            return stream & 0x7FFF, task
-        if stream & 0x8000:
-            return task & 0x7FFF, (task & 0x8000) | (stream & 0x7FFF)
-        return stream & 0x7FFF, task
-    if stream & 0x1000:
-        return stream % 2048, (task & 0x1FFF) | (stream & 0xE000)
-    if stream & 0x2000:
-        return (task & 0x0FFF) % 2048, (stream & 0x0FFF) | (task & 0xF000)
-    return stream % 2048, task
+    """The (stream id, task id) a device record stands for.
+
+    Above 2047 the exporter unpacks ids from both fields, by rules that differ with "stream
+    expansion". Accepted are the two cases real runs show: without expansion the top bit alone
+    (310B control tasks on stream 0x8000 are stream 0); with expansion, the top bit on a
+    kernel's record (910B MIX kernels: the stream id is in the task field, the task id in the
+    stream field's low bits).
+    """
+    if stream < 2048:
+        return stream, task
+    if not expanded and stream & 0xF800 == 0x8000:
+        return stream % 2048, task
+    if expanded and stream & 0x8000 and sqe_type not in (_PLACE_HOLDER_SQE, _EVENT_RECORD_SQE):
+        return task & 0x7FFF, (task & 0x8000) | (stream & 0x7FFF)
+    raise DeclinedError(
+        DeclineReason.UNSUPPORTED,
+        f"bit-packed stream id {stream:#06x} (SQE type {sqe_type}, expansion {'on' if expanded else 'off'})",
+    )
 
 
 def _device_tasks(
@@ -373,6 +373,7 @@ def _device_tasks(
                     _DeviceTask(
                         stream,
                         task,
+                        INVALID_CONTEXT,
                         d.SQE_TYPES[s_rec.sqe_type],
                         s_time,
                         e_time - s_time,
@@ -384,6 +385,79 @@ def _device_tasks(
                 j += 1
             else:
                 i += 1  # a start whose end was lost
+    matched.sort(key=lambda t: t.start)
+    return matched
+
+
+#: FFTS+ subtask types (``StarsConstant.SUBTASK_TYPE``).
+SUBTASK_TYPES: Final = {
+    0: "AIC",
+    1: "AIV",
+    3: "Notify Wait",
+    4: "Notify Record",
+    5: "Write Value",
+    6: "MIX_AIC",
+    7: "MIX_AIV",
+    8: "SDMA",
+    9: "Data Context",
+    10: "Invalidate Data Context",
+    11: "Writeback Data Context",
+    12: "AI_CPU",
+    13: "Load Context",
+    15: "DSA",
+}
+
+
+def _subtask_tasks(
+    subtasks: list[d.SubtaskRecord], clock: DeviceClock, folder: str, expanded: bool
+) -> list[_DeviceTask]:
+    """FFTS+ subtasks (contexts) as device tasks: start and end paired per (stream, task,
+    subtask, thread) in time order, an end before its start dropped."""
+    timed: list[tuple[float, int, int, d.SubtaskRecord]] = []
+    for rec in subtasks:
+        if rec.sqe_type >= len(d.SQE_TYPES) or rec.subtask_type not in SUBTASK_TYPES:
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD,
+                f"{folder} FFTS+ subtask with SQE type {rec.sqe_type}, subtask type {rec.subtask_type}",
+            )
+        stream, task = stream_task_ids(rec.stream_id, rec.task_id, rec.sqe_type, expanded)
+        timed.append((clock.ns(rec.counter), stream, task, rec))
+    timed.sort(key=lambda item: item[0])
+    groups: dict[tuple[int, int, int, int], tuple[list[Any], list[Any]]] = {}
+    for item in timed:
+        rec = item[3]
+        starts, ends = groups.setdefault((item[1], item[2], rec.subtask_id, rec.thread_id), ([], []))
+        (starts if rec.function == d.FUNCTION_SUBTASK_START else ends).append(item)
+    matched: list[_DeviceTask] = []
+    for starts, ends in groups.values():
+        i = j = 0
+        while i < len(starts) and j < len(ends):
+            s_time, stream, task, s_rec = starts[i]
+            e_time, _, _, e_rec = ends[j]
+            if s_time > e_time:
+                j += 1
+                continue
+            name = SUBTASK_TYPES[s_rec.subtask_type]
+            matched.append(
+                _DeviceTask(
+                    stream,
+                    task,
+                    s_rec.subtask_id,
+                    name,
+                    s_time,
+                    e_time - s_time,
+                    s_rec.counter,
+                    e_rec.counter,
+                )
+            )
+            i += 1
+            j += 1
+        for _s_time, _stream, _task, s_rec in starts[i:]:
+            if SUBTASK_TYPES[s_rec.subtask_type] == "Notify Wait":
+                # The exporter lists it with duration 0; no real run shows one.
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, f"{folder}: a Notify Wait subtask that never ended"
+                )
     matched.sort(key=lambda t: t.start)
     return matched
 
@@ -409,7 +483,7 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
         hosts.setdefault((h.stream_id, h.task_id, h.context_id, h.batch_id), []).append(h)
     devices: dict[tuple[int, int, int, int], list[_DeviceTask]] = {}
     for t in device:
-        devices.setdefault((t.stream_id, t.task_id, INVALID_CONTEXT, 0), []).append(t)
+        devices.setdefault((t.stream_id, t.task_id, t.context_id, 0), []).append(t)
     out: list[_Ascend] = []
     for key in hosts.keys() | devices.keys():
         hs, ds = hosts.get(key, []), devices.get(key, [])
@@ -501,6 +575,7 @@ class _Device:
         self.ge = ge
         self.op_rows = self._op_summary(hashes, level0)
         self._types: dict[int, tuple[str, str]] | None = None
+        self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
 
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
@@ -543,22 +618,28 @@ class _Device:
             )
         return rows
 
-    def _ran(self) -> list[_Ascend]:
-        """The tasks task_time lists (every one the device ran), checked for what is not modelled."""
-        ran = [a for a in self.ascend if a.device_type != UNKNOWN]
-        _check_ties((a.start for a in ran), self.dev.folder, "task_time")
-        seen: set[tuple[int, int, int]] = set()
-        for a in ran:
-            key = (a.stream_id, a.task_id, a.batch_id)
-            if key in seen:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, f"{self.dev.folder}: a task with several contexts (FFTS+/MIX)"
-                )
-            seen.add(key)
-        return ran
+    def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
+        """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
+        that a task with FFTS+ contexts above 0 is left out and of a MIX task (contexts "invalid"
+        and 0) only context 0 is kept, as the exporter's task_time view does."""
+        if self._kept_groups is None:
+            ran = [a for a in self.ascend if a.device_type != UNKNOWN]
+            groups: dict[tuple[int, int, int], list[_Ascend]] = {}
+            for a in ran:
+                groups.setdefault((a.stream_id, a.task_id, a.batch_id), []).append(a)
+            kept: dict[tuple[int, int, int], list[_Ascend]] = {}
+            for key, group in groups.items():
+                if len(group) > 1:
+                    if any(a.context_id not in (0, INVALID_CONTEXT) for a in group):
+                        continue  # an FFTS+ task: not in task_time
+                    if any(a.context_id == 0 for a in group):
+                        group = [a for a in group if a.context_id == 0]
+                kept[key] = group
+            self._kept_groups = kept
+        return self._kept_groups
 
     def task_time_cells(self) -> dict[int, tuple[str, str]]:
-        """Per device task (by identity): task_time's (kernel_name, kernel_type)."""
+        """Per listed device task (by identity): task_time's (kernel_name, kernel_type)."""
         if self._types is None:
             ge_info = {k: v[-1] for k, v in self.ge.items()}
             names = {
@@ -566,25 +647,55 @@ class _Device:
                 for h in sorted(self.host, key=lambda h: h.timestamp)
             }
             types: dict[int, tuple[str, str]] = {}
-            for a in self._ran():
-                key = (a.stream_id, a.task_id, a.batch_id, a.context_id)
-                op = ge_info.get(key)
-                name = names.get(key) or (op.op_name if op is not None else NA)
-                op_type = op.task_type if op is not None else None
-                ttype = (
-                    op_type
-                    if op_type is not None and op_type != NA
-                    else _task_type(a.host_type, a.device_type)
-                )
-                types[id(a)] = (name, ttype)
+            for group in self._groups().values():
+                for a in group:
+                    key = (a.stream_id, a.task_id, a.batch_id, a.context_id)
+                    op = ge_info.get(key)
+                    name = names.get(key) or (op.op_name if op is not None else NA)
+                    op_type = op.task_type if op is not None else None
+                    if op_type is not None and op_type != NA:
+                        ttype = op_type
+                    else:
+                        ttype = _task_type(a.host_type, a.device_type)
+                    types[id(a)] = (name, ttype)
             self._types = types
         return self._types
 
+    def joined_type(self, row: _Row) -> str | None:
+        """The type the library's level-0 join gives an op_summary row, or None.
+
+        It looks the row up in task_time by (device, stream, task id, printed start), with a
+        key seen twice with different types counting as unknown. What is accepted has batch id
+        0 only, so the candidates are the listed tasks of the row's (stream, task); the row's own
+        device task prints the same start (same time, same arithmetic) and passes the same
+        start filter, others are printed and filtered here.
+        """
+        a = row.ascend
+        found: str | None = None
+        cells = self.task_time_cells()
+        for b in self._groups().get((a.stream_id, a.task_id, a.batch_id), []):
+            if b is not a:
+                start = self.clock.local(b.start)
+                if not self.clock.kept(start, round(b.duration / 1000.0, 3)):
+                    continue
+                if int(decimal.Decimal(start) * 1000) != row.raw.start_ns:
+                    continue
+            ttype = cells[id(b)][1]
+            if ttype in CONTROL_TYPES:
+                continue
+            if found is not None and found != ttype:
+                return None
+            found = ttype
+        return found
+
     def task_time_rows(self) -> list[RawTask]:
-        """task_time: every task the device ran, in printed-start order, filtered as exported."""
+        """task_time: the listed tasks in printed-start order, filtered as exported."""
         cells = self.task_time_cells()
         clock = self.clock
-        printed = sorted(((clock.local(a.start), a) for a in self._ran()), key=lambda item: item[0])
+        listed = [a for group in self._groups().values() for a in group]
+        # Only the order of task_time's rows depends on how equal starts are ordered.
+        _check_ties((a.start for a in listed), self.dev.folder, "task_time")
+        printed = sorted(((clock.local(a.start), a) for a in listed), key=lambda item: item[0])
         rows: list[RawTask] = []
         for start, a in printed:
             duration = round(a.duration / 1000.0, 3)
@@ -638,8 +749,14 @@ def _device(
         d.json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
-    stars = d.stars_records(d.joined(files[p] for p in dev.stars))
+    stars, subtasks = d.stars_records(d.joined(files[p] for p in dev.stars))
     device_tasks = _device_tasks(stars, clock, folder, expanded)
+    if subtasks:
+        if not level0:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{folder}: FFTS+ subtasks (MIX kernels) at task time level 1"
+            )
+        device_tasks += _subtask_tasks(subtasks, clock, folder, expanded)
     if dev.ts_track:
         flips = d.ts_track_flips(d.joined(files[p] for p in dev.ts_track))
         if all_export:
@@ -714,6 +831,9 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
     if basics and basics[0].split("/")[-1].startswith("unaging"):
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
     records.node_basics = d.node_basic_records(d.joined(files[p] for p in basics))
+    records.contexts = d.context_records(
+        d.joined(files[p] for p in plan.host_data.get("context_id_info", ()))
+    )
     records.tensors = d.header_records(
         d.joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
@@ -768,10 +888,7 @@ def _level(sample: Mapping[str, object]) -> str:
 def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
     """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._reader.RunReader` does.
 
-    The library looks each ``N/A`` row up in task_time by (device, stream, task id, printed
-    start). Both CSVs print a task's start from the same device time, and what is accepted has
-    one device task per (stream, task id), so the row found is the one of the same device task:
-    the lookup is done by that task directly (and the equality is tested on every real run).
+    See :meth:`_Device.joined_type`; the equality with the CSV path is tested on every real run.
     """
     rows = [row for out in outputs for row in out.op_rows]
     unknown = [row.raw.csv_type == NA for row in rows]
@@ -782,12 +899,7 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
     out: list[RawTask] = []
     for device in outputs:
-        cells = device.task_time_cells()
         for row in device.op_rows:
-            cell = cells.get(id(row.ascend))
-            found = cell[1] if cell is not None else None
-            if found is not None and found != NA and found not in CONTROL_TYPES:
-                out.append(row.raw._replace(type=found))
-            else:
-                out.append(row.raw)
+            found = device.joined_type(row)
+            out.append(row.raw._replace(type=found) if found is not None and found != NA else row.raw)
     return out
