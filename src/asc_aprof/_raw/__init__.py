@@ -21,19 +21,22 @@ which kernel a runtime task belongs to), :mod:`._run` (files to read, device tas
 the CSV order), all sans-IO; :mod:`._driver` lists and reads the files.
 """
 
-from ._driver import read_run, read_run_async
+from ._driver import raw_or_fallback, read_run, read_run_async
 from ._run import RunPlan, decode_run, dirs_to_list
-from ._types import Declined, DeclinedError, DeclineReason, RawResult, RawTask
+from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, RawTask, Reader
 
 __all__ = [
     "DeclineReason",
     "Declined",
     "DeclinedError",
+    "RawReadDeclined",
     "RawResult",
     "RawTask",
+    "Reader",
     "RunPlan",
     "decode_run",
     "dirs_to_list",
+    "raw_or_fallback",
     "read_run",
     "read_run_async",
 ]

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import anyio.to_thread
 
 from ._run import RunPlan, decode_run, dirs_to_list
-from ._types import Declined, DeclinedError, DeclineReason, RawResult
+from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
+
+logger = logging.getLogger("asc_aprof")
 
 
 def _listing(run_dir: Path) -> dict[str, list[str]]:
@@ -50,3 +53,16 @@ async def read_run_async(run_dir: str | os.PathLike[str]) -> RawResult | Decline
     Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
     """
     return await anyio.to_thread.run_sync(read_run, run_dir, abandon_on_cancel=True)
+
+
+def raw_or_fallback(reader: Reader, outcome: RawResult | Declined, run_dir: object) -> RawResult | None:
+    """The raw reader's result, or None where ``msprof.py`` has to produce it instead.
+
+    :raises RawReadDeclined: the reader is ``RAW`` and the run was declined
+    """
+    if isinstance(outcome, RawResult):
+        return outcome
+    if reader is Reader.RAW:
+        raise RawReadDeclined(run_dir, outcome)
+    logger.info("run %s: raw reader declined (%s); using msprof.py", run_dir, outcome)
+    return None

@@ -16,7 +16,16 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from . import _decode as d
+from ._decode import (
+    ACL_API_GROUPS,
+    GE_TASK_TYPES,
+    LEVELS,
+    ApiRecord,
+    ContextRecord,
+    HeaderRecord,
+    NodeBasicRecord,
+    TaskTrackRecord,
+)
 from ._types import DeclinedError, DeclineReason
 
 ROOT, ACL, MODEL, NODE, HCCL, TASK = 0, 1, 2, 3, 4, 5
@@ -279,26 +288,26 @@ class HostRecords:
     def __init__(self, hashes: dict[str, str], types: dict[str, dict[str, str]]) -> None:
         self.hashes = hashes
         self.types = types
-        self.apis: list[d.ApiRecord] = []
-        self.node_basics: list[d.NodeBasicRecord] = []
-        self.tensors: list[d.HeaderRecord] = []
-        self.contexts: list[d.ContextRecord] = []
-        self.tracks: list[d.TaskTrackRecord] = []
+        self.apis: list[ApiRecord] = []
+        self.node_basics: list[NodeBasicRecord] = []
+        self.tensors: list[HeaderRecord] = []
+        self.contexts: list[ContextRecord] = []
+        self.tracks: list[TaskTrackRecord] = []
 
     def type_name(self, level: int, number: int) -> str:
-        return self.types.get(d.LEVELS[level], {}).get(str(number), str(number))
+        return self.types.get(LEVELS[level], {}).get(str(number), str(number))
 
     def name(self, value: int) -> str:
         return self.hashes.get(str(value), str(value))
 
 
-def _api_struct_type(records: HostRecords, api: d.ApiRecord) -> str:
-    level = d.LEVELS[api.level]
+def _api_struct_type(records: HostRecords, api: ApiRecord) -> str:
+    level = LEVELS[api.level]
     if level not in records.types:
         return str(api.struct_type)
     if level == "acl":
         group = api.struct_type >> 16
-        if group not in d.ACL_API_GROUPS:
+        if group not in ACL_API_GROUPS:
             # The exporter fails on it and then loses every API record of the run.
             raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"ACL API group {group} in api_event")
         return f"acl-{group}"
@@ -307,8 +316,8 @@ def _api_struct_type(records: HostRecords, api: d.ApiRecord) -> str:
 
 def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
     """Runtime tasks in the order the exporter stores them, flips applied (batch ids)."""
-    kept: list[d.TaskTrackRecord] = []
-    flips: list[d.TaskTrackRecord] = []
+    kept: list[TaskTrackRecord] = []
+    flips: list[TaskTrackRecord] = []
     for rec in records.tracks:
         _require_level(rec.level, "runtime", "task_track")
         ttype = records.type_name(rec.level, rec.task_type)
@@ -321,14 +330,14 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
     if all_export:
         # The exporter groups tasks by (device, stream), sorts each group by time and counts task
         # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
-        groups: dict[tuple[int, int], list[d.TaskTrackRecord]] = {}
+        groups: dict[tuple[int, int], list[TaskTrackRecord]] = {}
         for rec in kept:
             groups.setdefault((rec.device_id, rec.stream_id), []).append(rec)
         first_flip: dict[tuple[int, int], int] = {}
         for flip in flips:
             key = (flip.device_id, flip.stream_id)
             first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
-        ordered: list[d.TaskTrackRecord] = []
+        ordered: list[TaskTrackRecord] = []
         for key, group in groups.items():
             group.sort(key=lambda r: r.timestamp)
             limit = first_flip.get(key)
@@ -369,7 +378,7 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
         struct_type = _api_struct_type(records, api)
         if struct_type == "StreamSyncTaskFinish" or api.start <= 0 or api.start == api.end:
             continue
-        level_name = d.LEVELS[api.level]
+        level_name = LEVELS[api.level]
         level = LEVEL_OF.get(level_name)
         if level != ACL and level != NODE:
             raise DeclinedError(
@@ -381,7 +390,7 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
         seq += 1
     for basic in records.node_basics:
         _require_level(basic.level, "node", "node_basic_info")
-        ttype = d.GE_TASK_TYPES.get(basic.task_type, str(basic.task_type))
+        ttype = GE_TASK_TYPES.get(basic.task_type, str(basic.task_type))
         payload = _NodeBasic(ttype, basic.block_num, basic.mix_block_num)
         threads.setdefault(basic.thread_id, []).append(
             (basic.timestamp, NODE, seq, basic.timestamp, _BASIC, payload)
@@ -406,8 +415,8 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
 
 
 def _require_level(level: int, name: str, what: str) -> None:
-    if d.LEVELS[level] != name:
-        raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{what} record at level {d.LEVELS[level]!r}")
+    if LEVELS[level] != name:
+        raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{what} record at level {LEVELS[level]!r}")
 
 
 def host_tasks_of(tables: HostTables, device: int) -> Sequence[HostTask]:

@@ -23,7 +23,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._parser import CONTROL_TYPES
-from . import _decode as d
+from ._decode import (
+    FUNCTION_SUBTASK_START,
+    HOST_COMPACT_SIZE,
+    SQE_TYPES,
+    StarsRecord,
+    SubtaskRecord,
+    api_records,
+    context_records,
+    hash_dic,
+    header_records,
+    ini_first_section,
+    joined,
+    json_object,
+    key_values,
+    node_basic_records,
+    records,
+    stars_records,
+    task_track_records,
+    ts_track_flips,
+    type_info_dic,
+)
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
 from ._types import (
     SOURCE_OP_SUMMARY,
@@ -336,25 +356,21 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
 
 
 def _device_tasks(
-    stars: list[d.StarsRecord], clock: DeviceClock, folder: str, expanded: bool
+    stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
 ) -> list[_DeviceTask]:
-    timed: list[tuple[float, int, int, d.StarsRecord]] = []
+    timed: list[tuple[float, int, int, StarsRecord]] = []
     for rec in stars:
         if rec.function not in (0, 1):
-            what = (
-                "FFTS+ subtask records (MIX kernels)"
-                if rec.function in (34, 35)
-                else f"function {rec.function}"
-            )
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc holds {what}")
-        if rec.sqe_type >= len(d.SQE_TYPES):
+            # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {rec.function}")
+        if rec.sqe_type >= len(SQE_TYPES):
             raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {rec.sqe_type}")
         stream, task = stream_task_ids(rec.stream_id, rec.task_id, rec.sqe_type, expanded)
         timed.append((clock.ns(rec.counter), stream, task, rec))
     timed.sort(key=lambda item: item[0])
     groups: dict[
         tuple[int, int],
-        tuple[list[tuple[float, int, int, d.StarsRecord]], list[tuple[float, int, int, d.StarsRecord]]],
+        tuple[list[tuple[float, int, int, StarsRecord]], list[tuple[float, int, int, StarsRecord]]],
     ] = {}
     for item in timed:
         starts, ends = groups.setdefault((item[2], item[1]), ([], []))
@@ -374,7 +390,7 @@ def _device_tasks(
                         stream,
                         task,
                         INVALID_CONTEXT,
-                        d.SQE_TYPES[s_rec.sqe_type],
+                        SQE_TYPES[s_rec.sqe_type],
                         s_time,
                         e_time - s_time,
                         s_rec.counter,
@@ -409,13 +425,13 @@ SUBTASK_TYPES: Final = {
 
 
 def _subtask_tasks(
-    subtasks: list[d.SubtaskRecord], clock: DeviceClock, folder: str, expanded: bool
+    subtasks: list[SubtaskRecord], clock: DeviceClock, folder: str, expanded: bool
 ) -> list[_DeviceTask]:
     """FFTS+ subtasks (contexts) as device tasks: start and end paired per (stream, task,
     subtask, thread) in time order, an end before its start dropped."""
-    timed: list[tuple[float, int, int, d.SubtaskRecord]] = []
+    timed: list[tuple[float, int, int, SubtaskRecord]] = []
     for rec in subtasks:
-        if rec.sqe_type >= len(d.SQE_TYPES) or rec.subtask_type not in SUBTASK_TYPES:
+        if rec.sqe_type >= len(SQE_TYPES) or rec.subtask_type not in SUBTASK_TYPES:
             raise DeclinedError(
                 DeclineReason.UNKNOWN_RECORD,
                 f"{folder} FFTS+ subtask with SQE type {rec.sqe_type}, subtask type {rec.subtask_type}",
@@ -427,7 +443,7 @@ def _subtask_tasks(
     for item in timed:
         rec = item[3]
         starts, ends = groups.setdefault((item[1], item[2], rec.subtask_id, rec.thread_id), ([], []))
-        (starts if rec.function == d.FUNCTION_SUBTASK_START else ends).append(item)
+        (starts if rec.function == FUNCTION_SUBTASK_START else ends).append(item)
     matched: list[_DeviceTask] = []
     for starts, ends in groups.values():
         i = j = 0
@@ -737,19 +753,19 @@ def _device(
     check_info: Callable[[Mapping[str, object], str], None],
 ) -> _Device:
     folder = dev.folder
-    info = d.json_object(files[dev.info], f"{folder}/info.json")
+    info = json_object(files[dev.info], f"{folder}/info.json")
     check_info(info, folder)
     devices_field = str(info.get("devices", ""))
     if devices_field != str(dev.device):
         raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}/info.json says devices={devices_field!r}")
     clock = _clock(
         info,
-        d.key_values(files[dev.dev_start], f"{folder}/dev_start.log"),
-        d.ini_first_section(files[dev.host_start], f"{folder}/host_start.log"),
-        d.json_object(files[dev.start_info], f"{folder}/start_info"),
+        key_values(files[dev.dev_start], f"{folder}/dev_start.log"),
+        ini_first_section(files[dev.host_start], f"{folder}/host_start.log"),
+        json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
-    stars, subtasks = d.stars_records(d.joined(files[p] for p in dev.stars))
+    stars, subtasks = stars_records(joined(files[p] for p in dev.stars))
     device_tasks = _device_tasks(stars, clock, folder, expanded)
     if subtasks:
         if not level0:
@@ -758,7 +774,7 @@ def _device(
             )
         device_tasks += _subtask_tasks(subtasks, clock, folder, expanded)
     if dev.ts_track:
-        flips = d.ts_track_flips(d.joined(files[p] for p in dev.ts_track))
+        flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
         if all_export:
             first: dict[int, float] = {}
             for flip in flips:
@@ -785,8 +801,8 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
-    host_info = d.json_object(files[plan.host_info], "host/info.json")
-    host_sample = d.json_object(files[plan.host_sample], "host/sample.json")
+    host_info = json_object(files[plan.host_info], "host/info.json")
+    host_sample = json_object(files[plan.host_sample], "host/sample.json")
     platform = str(host_info.get("platform_version", ""))
     driver = host_info.get("drvVersion", 0)
     if not isinstance(driver, int):
@@ -820,26 +836,24 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
 
     hashes: dict[str, str] = {}
     for path in plan.host_data.get("hash_dic", ()):
-        d.hash_dic(files[path], hashes)
+        hash_dic(files[path], hashes)
     types: dict[str, dict[str, str]] = {}
     for path in plan.host_data.get("type_info_dic", ()):
-        d.type_info_dic(files[path], types)
-    records = HostRecords(hashes, types)
-    records.apis = d.api_records(d.joined(files[p] for p in plan.host_data.get("api_event", ())))
-    records.tracks = d.task_track_records(d.joined(files[p] for p in plan.host_data["task_track"]))
+        type_info_dic(files[path], types)
+    host = HostRecords(hashes, types)
+    host.apis = api_records(joined(files[p] for p in plan.host_data.get("api_event", ())))
+    host.tracks = task_track_records(joined(files[p] for p in plan.host_data["task_track"]))
     basics = plan.host_data.get("node_basic_info", ())
     if basics and basics[0].split("/")[-1].startswith("unaging"):
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
-    records.node_basics = d.node_basic_records(d.joined(files[p] for p in basics))
-    records.contexts = d.context_records(
-        d.joined(files[p] for p in plan.host_data.get("context_id_info", ()))
+    host.node_basics = node_basic_records(joined(files[p] for p in basics))
+    host.contexts = context_records(joined(files[p] for p in plan.host_data.get("context_id_info", ())))
+    host.tensors = header_records(
+        joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
-    records.tensors = d.header_records(
-        d.joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
-    )
-    if not level0 and not records.node_basics:
+    if not level0 and not host.node_basics:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
-    tables = host_tables(records, level0=level0, all_export=all_export)
+    tables = host_tables(host, level0=level0, all_export=all_export)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
 
     if len(plan.devices) > 1:
@@ -871,9 +885,9 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
 def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:
     """Whether streams are "expanded": the first ``expand_stream_spec`` record's status byte."""
     for path in paths:
-        records = list(d.records(files[path], d.HOST_COMPACT_SIZE))
-        if records:
-            status = records[0][24]
+        found = list(records(files[path], HOST_COMPACT_SIZE))
+        if found:
+            status = found[0][24]
             if status not in (0, 1):
                 raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"expand_stream_spec status {status}")
             return status == 1

@@ -7,7 +7,33 @@ import enum
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from .._errors import AprofError, InvalidArgumentError
 from .._records import ProfilingTask
+
+
+class Reader(enum.Enum):
+    """How a profiler turns a run that has no exported CSV yet into tasks.
+
+    * ``AUTO`` (default): read the raw data natively; where the raw reader declines, run
+      ``msprof.py export summary`` and parse its CSVs;
+    * ``RAW``: read natively only; a declined run raises :class:`RawReadDeclined`;
+    * ``MSPROF``: always ``msprof.py`` (``store_result()`` of a run not exported yet is a
+      :class:`~asc_aprof.UsageError`, as before).
+
+    A run that already has exported CSVs is read from them in every mode.
+    """
+
+    AUTO = "auto"
+    RAW = "raw"
+    MSPROF = "msprof"
+
+    @classmethod
+    def of(cls, value: Reader | str) -> Reader:
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in cls)
+            raise InvalidArgumentError(f"reader must be one of {choices}, got reader={value!r}") from None
 
 
 class DeclineReason(enum.Enum):
@@ -42,6 +68,17 @@ class Declined:
 
     def __str__(self) -> str:
         return f"{self.reason.value}: {self.message}"
+
+
+class RawReadDeclined(AprofError):
+    """``reader="raw"`` and the raw reader declined the run (``declined`` says why)."""
+
+    def __init__(self, run_dir: object, declined: Declined) -> None:
+        super().__init__(
+            f"run {run_dir}: the raw reader declined it ({declined}); use reader='auto' to fall back "
+            "to msprof.py, or export() it"
+        )
+        self.declined = declined
 
 
 class DeclinedError(Exception):
