@@ -117,7 +117,8 @@ def _conf(entries: Sequence[str], pattern: str, where: str, *, required: bool = 
         raise DeclinedError(DeclineReason.AMBIGUOUS, f"several {pattern!r} files in {where}: {sorted(found)}")
     if not found:
         if required:
-            raise DeclinedError(DeclineReason.MISSING_FILE, f"{where} has no {pattern.strip('^$')} file")
+            label = pattern.strip("^$").replace("\\", "").replace("(.d+)?", "").replace(".d+", ".N")
+            raise DeclinedError(DeclineReason.MISSING_FILE, f"{where} has no {label} file")
         return None
     return f"{where}/{found[0]}"
 
