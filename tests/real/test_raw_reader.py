@@ -9,7 +9,9 @@ exported by the real msprof.py through ``Profiler.export()``), read back with ``
 from __future__ import annotations
 
 import csv
+import re
 import shutil
+import struct
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
@@ -277,3 +279,60 @@ def test_msprof_reader_never_reads_raw_in_profile(
     with Profiler(tmp_path / "b", toolkit=toolkit).profile(device_id=0) as run:
         pass
     assert run.result is not None and len(calls) == 1
+
+
+# -- several devices: runs derived from real ones, exported by the real msprof.py ----------------
+
+
+def add_devices(run_dir: Path, devices: dict[int, int]) -> None:
+    """Turn a one-device real run into a several-device one: ``device_N`` is a copy of device_0
+    keeping only its first *records* stars_soc records (so the devices differ), and every host
+    task_track record is repeated for each new device (its device id field changed)."""
+    first = run_dir / "device_0"
+    for device, records in devices.items():
+        folder = run_dir / f"device_{device}"
+        shutil.copytree(first, folder)
+        for path in sorted(folder.rglob("*"), reverse=True):
+            name = re.sub(r"\.0(\.|$)", rf".{device}\1", path.name).replace(
+                ".data.0.slice", f".data.{device}.slice"
+            )
+            if name != path.name:
+                path.rename(path.with_name(name))
+        for conf in (folder / f"info.json.{device}", folder / "sample.json"):
+            text = conf.read_text(encoding="utf-8").replace('"devices":"0"', f'"devices":"{device}"')
+            conf.write_text(text, encoding="utf-8")
+        start = folder / f"host_start.log.{device}"
+        start.write_text(
+            start.read_text(encoding="utf-8").replace("[Device0]", f"[Device{device}]"), encoding="utf-8"
+        )
+        soc = folder / "data" / f"stars_soc.data.{device}.slice_0"
+        soc.write_bytes(soc.read_bytes()[: records * 64])
+    for track in (run_dir / "host" / "data").glob("*.compact.task_track.slice_*"):
+        if track.name.endswith((".done", ".complete")):
+            continue
+        data = track.read_bytes()
+        out = bytearray(data)
+        for device in devices:
+            for offset in range(0, len(data) - 63, 64):
+                record = bytearray(data[offset : offset + 64])
+                (word,) = struct.unpack_from("<H", record, 24)
+                struct.pack_into("<H", record, 24, (word & 0xF000) | device)
+                out += record
+        track.write_bytes(bytes(out))
+
+
+@pytest.mark.parametrize("name", ["910b_l1_div", "910b_l0_add_ascendc"])
+def test_several_devices_merge_as_the_real_exporter_merges_them(
+    name: str, tmp_path: Path, real_toolkit: Toolkit
+) -> None:
+    result_path, run_id = fresh(name, tmp_path)
+    run_dir = result_path / run_id
+    add_devices(run_dir, {10: 900, 2: 400})
+    outcome = read_run(run_dir)
+    assert isinstance(outcome, RawResult), outcome
+    Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
+    expected = list(Profiler(result_path, toolkit=real_toolkit).store_result(run_id).tasks)
+    assert outcome.profiling_tasks() == expected
+    # Devices in folder-name order, as the exporter merges its per-device CSVs.
+    order = [t.device for t in expected]
+    assert sorted(set(order), key=order.index) == [0, 10, 2]

@@ -857,10 +857,6 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
     tables = host_tables(host, level0=level0, all_export=all_export)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
 
-    if len(plan.devices) > 1:
-        raise DeclinedError(
-            DeclineReason.UNSUPPORTED, "several devices in one run (their merge is not verified)"
-        )
     outputs = [
         _device(
             dev,
