@@ -134,6 +134,39 @@ def test_pypto_mix_tasks_keep_na_as_the_csv_join_does(outcomes: dict[str, RawRes
         assert "N/A" in types and "KERNEL_AICPU" in types, name
 
 
+@pytest.mark.parametrize("name", RUNS)
+def test_task_time_rows_equal_the_exporters_task_time_csv(
+    name: str, exported: dict[str, tuple[Path, str]]
+) -> None:
+    # Every row the exporter's task_time CSV holds (events, AI CPU tasks, MIX contexts, control
+    # tasks), which the level-0 join reads, compared cell by cell.
+    result_path, run_id = exported[name]
+    outcome = read_run(result_path / run_id, with_task_time=True)
+    if isinstance(outcome, Declined):
+        # Equal starts on two streams: the exporter orders them by set iteration.
+        assert outcome.reason is DeclineReason.AMBIGUOUS and "same time" in outcome.message, outcome
+        assert name == "910b_l0_mul_pypto_b16"
+        return
+    assert outcome.task_time is not None
+    rows = newest_rows(result_path / run_id / "mindstudio_profiler_output", "task_time")
+    expected = [
+        (
+            int(r["Device_id"]),
+            r["kernel_name"],
+            r["kernel_type"],
+            int(r["stream_id"]),
+            int(r["task_id"]),
+            float(r["task_time(us)"]),
+            int(Decimal(r["task_start(us)"].strip()) * 1000),
+        )
+        for r in rows
+    ]
+    got = [
+        (t.device, t.name, t.type, t.stream_id, t.task_id, t.duration, t.start_ns) for t in outcome.task_time
+    ]
+    assert got == expected
+
+
 # -- the reader= seam -----------------------------------------------------------------------------
 
 

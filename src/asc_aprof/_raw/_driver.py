@@ -30,8 +30,11 @@ def _listing(run_dir: Path) -> dict[str, list[str]]:
     return listing
 
 
-def read_run(run_dir: str | os.PathLike[str]) -> RawResult | Declined:
-    """Read run *run_dir* natively, or say why not (blocking; a few ms for thousands of tasks)."""
+def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -> RawResult | Declined:
+    """Read run *run_dir* natively, or say why not (blocking; milliseconds for thousands of tasks).
+
+    *with_task_time*: also give every row of the task_time CSV (``RawResult.task_time``).
+    """
     path = Path(run_dir)
     try:
         plan = RunPlan.from_listing(_listing(path))
@@ -42,7 +45,7 @@ def read_run(run_dir: str | os.PathLike[str]) -> RawResult | Declined:
                     files[rel] = stream.read()
             except OSError as exc:
                 raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
-        return decode_run(plan, files)
+        return decode_run(plan, files, with_task_time=with_task_time)
     except DeclinedError as exc:
         return exc.declined
 

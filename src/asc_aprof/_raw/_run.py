@@ -797,8 +797,10 @@ def _device(
     return _Device(dev, clock, ascend, host, ge, hashes, level0)
 
 
-def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
+def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
+
+    *with_task_time*: also give every task_time row (``RawResult.task_time``).
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
@@ -871,12 +873,16 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes]) -> RawResult:
         for dev in plan.devices
     ]
     op_rows = [row for out in outputs for row in out.op_rows]
+    task_time = (
+        tuple(t for out in outputs for t in out.task_time_rows()) if with_task_time or not op_rows else None
+    )
     if op_rows:
-        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0)
-    tasks = [t for out in outputs for t in out.task_time_rows() if t.type not in CONTROL_TYPES]
+        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
+    assert task_time is not None
+    tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
-    return RawResult(tuple(tasks), SOURCE_TASK_TIME, level0)
+    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None)
 
 
 def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:

@@ -144,11 +144,14 @@ class RawResult:
         start order)
     :ivar source: ``op_summary``, or ``task_time`` when the exporter would write no op_summary
     :ivar level0: the run used task time level 0 (types joined from task_time)
+    :ivar task_time: when asked for (``with_task_time``), every row of the exporter's task_time
+        CSV, control rows included, in its order; else None
     """
 
     tasks: tuple[RawTask, ...]
     source: str
     level0: bool
+    task_time: tuple[RawTask, ...] | None = None
 
     def profiling_tasks(self) -> list[ProfilingTask]:
         return [t.task() for t in self.tasks]
