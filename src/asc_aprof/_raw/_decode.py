@@ -18,7 +18,7 @@ from ._types import DeclinedError, DeclineReason
 
 #: Magic of every host record (``aging.*`` / ``unaging.*`` compact and additional files).
 HOST_MAGIC: Final = 0x5A5A
-#: Magic of every ``stars_soc`` / ``ffts_profile`` record (its second 16-bit word).
+#: Magic of every ``stars_soc`` record (its second 16-bit word).
 STARS_MAGIC: Final = 0x6BD3
 
 #: Host record levels (``LevelDataType``) and the names the exporter gives them.
@@ -80,7 +80,6 @@ SQE_TYPES: Final = (
 ACL_API_GROUPS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11})
 
 STARS_SIZE: Final = 64
-FFTS_PROFILE_SIZE: Final = 128
 HOST_COMPACT_SIZE: Final = 64  # task_track, node_basic_info
 API_EVENT_SIZE: Final = 40
 ADDITIONAL_SIZE: Final = 256  # tensor_info, context_id_info
@@ -95,7 +94,6 @@ _CONTEXT: Final = struct.Struct("<HHIIIQQI55I")
 _TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
 _NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
 _TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
-_FFTS_PMU: Final = struct.Struct("<4HQ4HQ12Q")
 
 
 def records(data: bytes, size: int) -> Iterator[memoryview]:
@@ -217,38 +215,6 @@ def ts_track_flips(data: bytes) -> list[FlipRecord]:
                 f"ts_track record with tag {tag} (only task flips, tag 14, are known)",
             )
         out.append(FlipRecord(stream, counter, task, flip_num))
-    return out
-
-
-# -- device: ffts_profile (PMU) ---------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PmuRecord:
-    """A context PMU record (``ffts_profile`` function 40)."""
-
-    function: int
-    stream_id: int
-    task_id: int
-    subtask_type: int
-    subtask_id: int
-    ffts_type: int
-    total_cycles: int
-    events: tuple[int, ...]
-    start_counter: int
-    end_counter: int
-
-
-def ffts_pmu_records(data: bytes) -> list[PmuRecord]:
-    out: list[PmuRecord] = []
-    for f in _unpacked(data, _FFTS_PMU, FFTS_PROFILE_SIZE):
-        if f[1] != STARS_MAGIC:
-            raise DeclinedError(DeclineReason.MALFORMED, f"ffts_profile record with magic {f[1]:#06x}")
-        # Field positions as the exporter's bean reads them (its subtask-type mask is the decimal
-        # number 11111111, kept as it is).
-        out.append(
-            PmuRecord(f[0] & 63, f[2], f[3], f[5] & 11111111, f[6], f[7] >> 13, f[10], f[12:20], f[20], f[21])
-        )
     return out
 
 

@@ -151,7 +151,8 @@ class RunPlan:
         paths = [self.host_info, self.host_sample, *(p for ps in self.host_data.values() for p in ps)]
         for dev in self.devices:
             paths += [dev.info, dev.sample, dev.start_info, dev.dev_start, dev.host_start]
-            paths += [*dev.stars, *dev.ffts, *dev.ts_track]
+            # ffts_profile (PMU counters) is known but not read: no task field comes from it.
+            paths += [*dev.stars, *dev.ts_track]
         return paths
 
     @classmethod

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping
 from typing import NamedTuple
 
 from .._errors import AprofError, InvalidArgumentError
@@ -107,7 +106,6 @@ class RawTask(NamedTuple):
     :ivar block_num: ``Block Num`` (``Block Dim`` on older CANN); None where the run has no
         node_basic_info (task time level 0, where op_summary prints 0)
     :ivar mix_block_num: ``Mix Block Num`` (None where block_num is None)
-    :ivar pmu: PMU columns by op_summary header (``aiv_vec_ratio`` ...), None when not read
     """
 
     device: int
@@ -124,7 +122,6 @@ class RawTask(NamedTuple):
     end_cycles: int
     block_num: int | None = None
     mix_block_num: int | None = None
-    pmu: Mapping[str, float] | None = None
 
     def task(self) -> ProfilingTask:
         """The public record, equal to what ``store_result()`` reads from the exported CSV."""
