@@ -201,7 +201,9 @@ class _Tables:
             self._kernel(track, node)
 
     def _host_task(self, track: _Track, node: _Node | None) -> None:
-        if track.task_type in CONTEXT_WHITE_LIST:
+        if track.task_type in CONTEXT_WHITE_LIST and (
+            track.task_type in MIX_TASK_TYPES or (node is not None and node.contexts)
+        ):
             # The node's context ids (one comma-joined string per record), then the defaults;
             # duplicates dropped, then the joined string split again.
             ids = [*(node.contexts if node is not None else []), str(INVALID_CONTEXT)]
@@ -318,9 +320,12 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
     """Runtime tasks in the order the exporter stores them, flips applied (batch ids)."""
     kept: list[TaskTrackRecord] = []
     flips: list[TaskTrackRecord] = []
+    names: dict[int, str] = {}
     for rec in records.tracks:
         _require_level(rec.level, "runtime", "task_track")
-        ttype = records.type_name(rec.level, rec.task_type)
+        ttype = names.get(rec.task_type)
+        if ttype is None:
+            ttype = names[rec.task_type] = records.type_name(rec.level, rec.task_type)
         if ttype == FLIP_TASK:
             flips.append(rec)
         elif ttype != MAINTENANCE:
@@ -360,7 +365,7 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
             rec.stream_id,
             rec.task_id,
             batch_of,
-            records.type_name(rec.level, rec.task_type),
+            names[rec.task_type],
             records.hashes.get(str(rec.kernel_hash), NA),
             rec.timestamp,
         )
@@ -374,8 +379,11 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
     seq = 0
     # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
     # task_track records (ties in time and level keep this order).
+    struct_types: dict[tuple[int, int], str] = {}
     for api in records.apis:
-        struct_type = _api_struct_type(records, api)
+        struct_type = struct_types.get((api.level, api.struct_type))
+        if struct_type is None:
+            struct_type = struct_types[api.level, api.struct_type] = _api_struct_type(records, api)
         if struct_type == "StreamSyncTaskFinish" or api.start <= 0 or api.start == api.end:
             continue
         level_name = LEVELS[api.level]

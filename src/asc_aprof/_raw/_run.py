@@ -252,6 +252,11 @@ class DeviceClock:
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
 
+    def terms(self) -> tuple[float, float, float]:
+        """(cntvct in counts, Hz, host offset in ns): ``ns = float(c - a) / b * 1e9 + c0`` gives
+        exactly :meth:`ns` (the same float products, computed once)."""
+        return self.dev_cnt * 1e9, self.hwts_freq, self.host_mon * 1e9
+
     def local(self, ns: float) -> str:
         """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals (exact shifts)."""
         value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
@@ -361,14 +366,18 @@ def _device_tasks(
     stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
 ) -> list[_DeviceTask]:
     timed: list[tuple[float, int, int, StarsRecord]] = []
+    base, hertz, offset = clock.terms()
+    sqe_count = len(SQE_TYPES)
     for rec in stars:
-        if rec.function not in (0, 1):
+        function, sqe, stream, task, counter = rec
+        if function > 1:
             # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {rec.function}")
-        if rec.sqe_type >= len(SQE_TYPES):
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {rec.sqe_type}")
-        stream, task = stream_task_ids(rec.stream_id, rec.task_id, rec.sqe_type, expanded)
-        timed.append((clock.ns(rec.counter), stream, task, rec))
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
+        if sqe >= sqe_count:
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
+        if stream >= 2048:
+            stream, task = stream_task_ids(stream, task, sqe, expanded)
+        timed.append((float(counter - base) / hertz * 1e9 + offset, stream, task, rec))
     timed.sort(key=lambda item: item[0])
     groups: dict[
         tuple[int, int],
@@ -496,55 +505,33 @@ class _Ascend(NamedTuple):
 
 
 def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: str) -> list[_Ascend]:
-    hosts: dict[tuple[int, int, int, int], list[HostTask]] = {}
+    """Device tasks matched with host tasks on (stream, task, context, batch), in start order;
+    unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
+    UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
+    hosts: dict[tuple[int, int, int, int], HostTask] = {}
     for h in host:
-        hosts.setdefault((h.stream_id, h.task_id, h.context_id, h.batch_id), []).append(h)
-    devices: dict[tuple[int, int, int, int], list[_DeviceTask]] = {}
-    for t in device:
-        devices.setdefault((t.stream_id, t.task_id, t.context_id, 0), []).append(t)
-    out: list[_Ascend] = []
-    for key in hosts.keys() | devices.keys():
-        hs, ds = hosts.get(key, []), devices.get(key, [])
-        if len(hs) > 1 or len(ds) > 1:
+        key = (h.stream_id, h.task_id, h.context_id, h.batch_id)
+        if key in hosts:
             raise DeclinedError(
-                DeclineReason.AMBIGUOUS,
-                f"{folder}: {len(hs)} host and {len(ds)} device tasks share stream {key[0]} task {key[1]}",
+                DeclineReason.AMBIGUOUS, f"{folder}: two host tasks of stream {key[0]} task {key[1]}"
             )
-        stream, task, context, batch = key
-        if hs and ds:
-            h, t = hs[0], ds[0]
-            out.append(
-                _Ascend(
-                    stream,
-                    task,
-                    context,
-                    batch,
-                    t.start,
-                    t.duration,
-                    h.task_type,
-                    t.sqe_type,
-                    t.start_cycles,
-                    t.end_cycles,
-                )
+        hosts[key] = h
+    devices: dict[tuple[int, int, int, int], _DeviceTask] = {}
+    for t in device:
+        key = (t.stream_id, t.task_id, t.context_id, 0)
+        if key in devices:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS, f"{folder}: two device tasks of stream {key[0]} task {key[1]}"
             )
-        elif hs:
-            out.append(_Ascend(stream, task, context, batch, -1, -1, hs[0].task_type, UNKNOWN, 0, 0))
-        else:
-            t = ds[0]
-            out.append(
-                _Ascend(
-                    stream,
-                    task,
-                    context,
-                    batch,
-                    t.start,
-                    t.duration,
-                    UNKNOWN,
-                    t.sqe_type,
-                    t.start_cycles,
-                    t.end_cycles,
-                )
-            )
+        devices[key] = t
+    out: list[_Ascend] = []
+    for key, t in devices.items():
+        found = hosts.get(key)
+        host_type = found.task_type if found is not None else UNKNOWN
+        out.append(_Ascend(*key, t.start, t.duration, host_type, t.sqe_type, t.start_cycles, t.end_cycles))
+    for key, h in hosts.items():
+        if key not in devices:
+            out.append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
     out.sort(key=lambda a: a.start)
     return out
 
