@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import decimal
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from asc_aprof._errors import InvalidArgumentError
-from asc_aprof._raw import DeclinedError, DeclineReason, Reader, RunPlan, dirs_to_list
+from asc_aprof._raw import Declined, DeclinedError, DeclineReason, Reader, RunPlan, dirs_to_list, read_run
 from asc_aprof._raw._decode import (
     HOST_MAGIC,
     STARS_MAGIC,
@@ -21,6 +22,7 @@ from asc_aprof._raw._decode import (
     TaskTrackRecord,
     api_records,
     context_records,
+    hash_dic,
     records,
     stars_records,
     task_track_records,
@@ -313,3 +315,28 @@ def test_level1_declines_kernels_outside_a_node_launch_and_wrapped_task_ids() ->
     rec.types["runtime"]["98"] = "FLIP_TASK"
     with pytest.raises(DeclinedError, match="wrapped"):
         host_tables(rec, level0=True, all_export=True)
+
+
+def test_hash_lines_split_as_text_mode_reads_them() -> None:
+    hashes: dict[str, str] = {}
+    hash_dic(b"1:one\r\n2:two\r3:th\x0cree\n", hashes)
+    assert hashes == {"1": "one", "2": "two", "3": "th\x0cree"}
+
+
+def test_a_failure_inside_the_reader_declines_instead_of_breaking_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asc_aprof._raw import _driver
+
+    for part in ("host/data", "device_0/data"):
+        (tmp_path / part).mkdir(parents=True)
+    for name in ("host/info.json", "host/sample.json"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("boom")
+
+    monkeypatch.setattr(_driver, "RunPlan", type("P", (), {"from_listing": staticmethod(broken)}))
+    outcome = read_run(tmp_path)
+    assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.INTERNAL
+    assert "KeyError" in outcome.message

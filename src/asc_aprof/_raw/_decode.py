@@ -349,9 +349,14 @@ def _text(data: bytes, what: str) -> str:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not UTF-8 ({exc})") from None
 
 
+def _lines(data: bytes, what: str) -> list[str]:
+    """Lines as Python's text mode reads them (universal newlines: ``\\r\\n``, ``\\r``, ``\\n``)."""
+    return _text(data, what).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def hash_dic(data: bytes, into: dict[str, str]) -> None:
     """``hash:name`` lines (``unaging.additional.hash_dic``) into *into* (later lines win)."""
-    for line in _text(data, "hash_dic").splitlines():
+    for line in _lines(data, "hash_dic"):
         if ":" not in line:
             continue
         key, value = line.strip().split(":", 1)
@@ -361,7 +366,7 @@ def hash_dic(data: bytes, into: dict[str, str]) -> None:
 
 def type_info_dic(data: bytes, into: dict[str, dict[str, str]]) -> None:
     """``level_type:name`` lines into ``{level name: {type: name}}``."""
-    for line in _text(data, "type_info_dic").splitlines():
+    for line in _lines(data, "type_info_dic"):
         if ":" not in line or "_" not in line:
             continue
         key, value = line.strip().split(":", 1)
@@ -389,7 +394,7 @@ def json_object(data: bytes, what: str) -> dict[str, object]:
 def key_values(data: bytes, what: str) -> dict[str, str]:
     """``key: value`` lines of ``dev_start.log.N``."""
     out: dict[str, str] = {}
-    for line in _text(data, what).splitlines():
+    for line in _lines(data, what):
         parts = line.strip().split(":")
         if len(parts) == 2:
             out[parts[0]] = parts[1]

@@ -48,6 +48,9 @@ def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -
         return decode_run(plan, files, with_task_time=with_task_time)
     except DeclinedError as exc:
         return exc.declined
+    except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
+        logger.warning("raw reader failed on %s", path, exc_info=True)
+        return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
 async def read_run_async(run_dir: str | os.PathLike[str]) -> RawResult | Declined:

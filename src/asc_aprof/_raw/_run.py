@@ -319,7 +319,7 @@ def _clock(
     raw = start_info.get("clockMonotonicRaw")
     if not isinstance(begin, str) or not begin or not raw:
         raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/start_info lacks collectionTimeBegin")
-    offset = float(begin) - _number(raw, "clockMonotonicRaw") / 1000.0
+    offset = _number(begin, "collectionTimeBegin") - _number(raw, "clockMonotonicRaw") / 1000.0
     return DeviceClock(dev_cnt, hwts, float(host_mon_ns) / 1e9, offset, begin)
 
 

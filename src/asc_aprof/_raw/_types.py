@@ -56,6 +56,8 @@ class DeclineReason(enum.Enum):
     MALFORMED = "malformed"
     #: the exporter would write no op_summary / task_time row
     NO_TASKS = "no_tasks"
+    #: the raw reader itself failed (a bug: the message names the exception)
+    INTERNAL = "internal"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
