@@ -6,12 +6,14 @@ Neither opens a file: :mod:`asc_aprof._raw._driver` does the reading.
 
 The device side, per ``device_N``: the ``stars_soc`` task log pairs start and end records per
 (task id, stream id) in time order (an end before its start is dropped, a start whose end never
-came is dropped); counters become times with the exporter's float arithmetic; each device task
-is matched with the host task of the same (stream, task, context, batch) id. op_summary is the
-join of those tasks with the GE tasks of the same ids, in start order; task_time is every
-matched or device-only task with its runtime type. Durations are ``round(ns / 1000, 3)`` of the
-float difference, start times the exporter's Decimal sum of device time and the start_info
-offset, printed to the nanosecond.
+came is dropped), and the FFTS+ subtask log gives the contexts of MIX kernels; counters become
+times with the exporter's float arithmetic; each device task is matched with the host task of
+the same (stream, task, context, batch) id. op_summary is the join of those tasks with the GE
+tasks of the same ids, in start order; task_time is every matched or device-only task with its
+runtime type (of a MIX task only context 0). Durations are ``round(ns / 1000, 3)`` of the float
+difference, start times the exporter's Decimal sum of device time and the start_info offset,
+printed to the nanosecond. Devices follow each other in folder-name order, as the exporter
+merges them.
 """
 
 from __future__ import annotations
