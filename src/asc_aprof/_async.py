@@ -59,7 +59,9 @@ from ._core import (
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
-from ._protocol import Call, Export, Parse, Step, Steps, Wait
+from ._layout import CsvFile, find_summary_csvs
+from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait
+from ._raw import Reader, raw_or_fallback, read_run_async
 from ._reader import aiter_file_tasks, summary_csvs_or_error
 from ._records import ProfilingResult, ProfilingTask, make_result
 from ._runguard import exporting_async, wait_for_export_async
@@ -76,6 +78,8 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         if not done and step.strict:
             raise timeout_error(step.what, step.timeout)
         return None
+    if isinstance(step, ReadRaw):
+        return await read_run_async(step.run_dir)
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
@@ -327,16 +331,18 @@ class AsyncProfiler(ProfilerBase):
         return run_dir
 
     async def store_result(self, run_id: str) -> ProfilingResult:
-        """Parse run *run_id*'s CSVs into ``last_result``.
+        """Parse run *run_id*'s CSVs into ``last_result`` (a run not exported yet: see ``reader``).
 
-        Cancelled: parsing stops; ``last_result`` is unchanged.
+        Cancelled: parsing (or the raw read, or the fallback export, whose process group is
+        killed) stops; ``last_result`` is unchanged.
         """
         return await self._store(self._run_dir(run_id))
 
     async def store_last_result(self) -> ProfilingResult:
         """Parse the newest run this profiler created (else the newest in the result path).
 
-        Cancelled: parsing stops; ``last_result`` is unchanged.
+        Cancelled: parsing (or the raw read, or the fallback export) stops; ``last_result`` is
+        unchanged.
         """
         return await self._store(self._last_run_dir())
 
@@ -386,22 +392,38 @@ class AsyncProfiler(ProfilerBase):
     async def _store(self, run_dir: Path) -> ProfilingResult:
         await wait_for_export_async(run_dir)
         tasks: list[ProfilingTask] = []
-        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+        async with contextlib.aclosing(self._batches(run_dir)) as batches:
             async for batch in batches:
                 tasks.extend(batch)
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result
 
+    async def _batches(self, run_dir: Path) -> AsyncGenerator[list[ProfilingTask], None]:
+        """The run's tasks: from its CSVs, else per ``reader`` (raw data, or msprof.py first)."""
+        files: list[CsvFile] = find_summary_csvs(run_dir)
+        if not files and self.reader is not Reader.MSPROF:
+            raw = raw_or_fallback(self.reader, await read_run_async(run_dir), run_dir)
+            if raw is not None:
+                yield raw.profiling_tasks()
+                return
+            async with exporting_async(run_dir):
+                await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)
+            files = find_summary_csvs(run_dir)
+        async with contextlib.aclosing(aiter_file_tasks(files or summary_csvs_or_error(run_dir))) as batches:
+            async for batch in batches:
+                yield batch
+
     async def iter_tasks(self, run_id: str | None = None) -> AsyncGenerator[ProfilingTask, None]:
         """Yield a run's tasks as its CSV is read and parsed (default: the newest run).
 
         Pull-based: one 32 KiB chunk is read and parsed at a time, only when the consumer asks, so
-        memory stays bounded however large the file. Cancelled or closed early: the file is
-        closed; nothing else happens.
+        memory stays bounded however large the file. A run not exported yet is read per
+        ``reader`` (its raw data is read whole, in a worker thread). Cancelled or closed early:
+        the file is closed; nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
         await wait_for_export_async(run_dir)
-        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+        async with contextlib.aclosing(self._batches(run_dir)) as batches:
             async for batch in batches:
                 for task in batch:
                     yield task

@@ -35,6 +35,7 @@ from ._layout import list_runs, resolve_run
 from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from ._protocol import Call
+from ._raw import Reader
 from ._records import ProfilingResult
 from ._toolkit import Toolkit
 
@@ -134,6 +135,7 @@ class ProfilerBase:
         export_timeout: float | None = DEFAULT_EXPORT_TIMEOUT,
         call_timeout: float | None = DEFAULT_CALL_TIMEOUT,
         progress: ProgressCallback | None = None,
+        reader: Reader | str = Reader.AUTO,
     ) -> None:
         if result_path is None:
             self._result_path: Path | None = None
@@ -147,6 +149,8 @@ class ProfilerBase:
         self.export_timeout = export_timeout
         self.call_timeout = call_timeout
         self.progress = progress
+        #: how runs without exported CSVs are read: ``auto`` (raw, else msprof.py), ``raw``, ``msprof``
+        self.reader = Reader.of(reader)
         #: the result of the last completed profile() / store_result() of this profiler
         self.last_result: ProfilingResult | None = None
         # Every window this profiler joined, recorded at join time: a caller that gives up before

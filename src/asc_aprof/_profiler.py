@@ -34,7 +34,9 @@ from ._core import (
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
-from ._protocol import Export, Parse, Step, Steps, Wait
+from ._layout import find_summary_csvs
+from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait
+from ._raw import Reader, raw_or_fallback, read_run
 from ._reader import iter_file_tasks, split_by_device, summary_csvs_or_error
 from ._records import ProfilingResult, make_result
 from ._runguard import exporting, wait_for_export
@@ -48,6 +50,8 @@ def perform(step: Step) -> Any:
         if not step.latch.wait(step.timeout) and step.strict:
             raise timeout_error(step.what, step.timeout)
         return None
+    if isinstance(step, ReadRaw):
+        return read_run(step.run_dir)
     if isinstance(step, Export):
         with exporting(step.run_dir):
             return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
@@ -81,6 +85,8 @@ class Profiler(ProfilerBase):
     :param toolkit: the CANN toolkit (default: discovered, see :func:`discover_toolkit`)
     :param export_timeout: seconds before a hung ``msprof.py export`` is killed
     :param call_timeout: seconds to wait for an aclprof call (init, start, stop, finalize)
+    :param reader: how a run without exported CSVs is read: ``"auto"`` (default: natively from
+        its raw data, else with ``msprof.py``), ``"raw"`` (natively only) or ``"msprof"``
 
     Every aclprof call runs on the process-wide collector thread; several profilers (and async
     ones) in one process share it and never overlap collections.
@@ -132,7 +138,12 @@ class Profiler(ProfilerBase):
     def store_result(self, run_id: str) -> ProfilingResult:
         """Parse the exported CSVs of run *run_id* (every device) into ``last_result``.
 
-        :raises UsageError: for a run id outside the result path or a run not exported yet
+        A run not exported yet is read per ``reader``: natively from its raw data, else (``auto``)
+        exported with ``msprof.py`` first.
+
+        :raises UsageError: for a run id outside the result path, or (``reader="msprof"``) a
+            run not exported yet
+        :raises RawReadDeclined: ``reader="raw"`` and the raw reader declined the run
         :raises ParseError: for a malformed CSV (file and line)
         """
         return self._store(self._run_dir(run_id))
@@ -143,7 +154,16 @@ class Profiler(ProfilerBase):
 
     def _store(self, run_dir: Path) -> ProfilingResult:
         wait_for_export(run_dir)
-        tasks = [t for batch in iter_file_tasks(summary_csvs_or_error(run_dir)) for t in batch]
+        files = find_summary_csvs(run_dir)
+        if not files and self.reader is not Reader.MSPROF:
+            raw = raw_or_fallback(self.reader, read_run(run_dir), run_dir)
+            if raw is not None:
+                self.last_result = make_result(raw.profiling_tasks(), run_dir.name)
+                return self.last_result
+            with exporting(run_dir):
+                run_export(self.toolkit, run_dir, timeout=self.export_timeout)
+            files = find_summary_csvs(run_dir)
+        tasks = [t for batch in iter_file_tasks(files or summary_csvs_or_error(run_dir)) for t in batch]
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result
 
@@ -162,7 +182,10 @@ class Profiler(ProfilerBase):
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> Iterator[ProfileRun]:
-        """start -> body -> stop -> export -> parse into ``last_result`` (and the handle's ``result``).
+        """start -> body -> stop -> read into ``last_result`` (and the handle's ``result``).
+
+        The run is read natively from its raw data, else exported with ``msprof.py`` and parsed
+        (see ``reader``).
 
         Concurrent ``profile()`` calls from other threads for other devices share one collection.
         If the body raises, the collection is stopped (when it was the last body in it) and the

@@ -9,7 +9,9 @@ does), take this device's tasks, and vote on deleting the run. Every rule about 
 here, as generators that *yield what they need done* (sans-IO, as the parser is):
 
 * :class:`Wait` a latch (with a timeout, optionally shielded from cancellation),
-* :class:`Export` a run with ``msprof.py``, :class:`Parse` its CSVs, :class:`Remove` a run.
+* :class:`ReadRaw` a run's raw data natively (unless the profiler's ``reader`` is ``msprof``),
+* :class:`Export` a run with ``msprof.py``, :class:`Parse` its CSVs (when the raw reader
+  declined, or is not used), :class:`Remove` a run.
 
 A driver sends each step's outcome back, or throws its exception in, so the protocol decides what
 an interrupt means at every point. The drivers only differ in how they wait: blocking
@@ -40,6 +42,7 @@ from ._collector import Claim, Participant, Window, get_collector
 from ._errors import AprofError
 from ._latch import Latch
 from ._layout import CsvFile
+from ._raw import Declined, RawResult, Reader, raw_or_fallback
 from ._records import ProfilingResult, ProfilingTask, make_result
 from ._toolkit import Toolkit
 
@@ -77,6 +80,13 @@ class Parse:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ReadRaw:
+    """Read *run_dir*'s raw ``PROF_*`` data natively; the outcome is a RawResult or a Declined."""
+
+    run_dir: Path
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Remove:
     """Delete *run_dir*, a run of the library's temporary root *root* (never followed out of it)."""
 
@@ -84,7 +94,7 @@ class Remove:
     root: Path
 
 
-Step = Wait | Export | Parse | Remove
+Step = Wait | ReadRaw | Export | Parse | Remove
 #: A protocol phase: yields steps, is sent their outcomes, returns *T*.
 Steps = Generator[Step, Any, T]
 
@@ -188,14 +198,24 @@ class Call:
                 yield Wait(changed, None, "the shared export")
                 continue
             try:
-                profiler._emit("export_started", window)
-                began = time.monotonic()
-                files = yield Export(window.key.toolkit, run_dir, profiler.export_timeout)
-                profiler._emit("export_finished", window, time.monotonic() - began)
-                began = time.monotonic()
-                tasks: dict[int | None, tuple[ProfilingTask, ...]] = yield Parse(files)
-                rows = sum(len(v) for v in tasks.values())
-                profiler._emit("parse_finished", window, time.monotonic() - began, rows)
+                tasks: dict[int | None, tuple[ProfilingTask, ...]] | None = None
+                if profiler.reader is not Reader.MSPROF:
+                    began = time.monotonic()
+                    outcome: RawResult | Declined = yield ReadRaw(run_dir)
+                    raw = raw_or_fallback(profiler.reader, outcome, run_dir)
+                    if raw is not None:
+                        tasks = raw.by_device()
+                        rows = len(raw.tasks)
+                        profiler._emit("parse_finished", window, time.monotonic() - began, rows)
+                if tasks is None:
+                    profiler._emit("export_started", window)
+                    began = time.monotonic()
+                    files = yield Export(window.key.toolkit, run_dir, profiler.export_timeout)
+                    profiler._emit("export_finished", window, time.monotonic() - began)
+                    began = time.monotonic()
+                    tasks = yield Parse(files)
+                    rows = sum(len(v) for v in tasks.values())
+                    profiler._emit("parse_finished", window, time.monotonic() - began, rows)
             except AprofError as exc:
                 shared.publish(None, exc)
             except BaseException:

@@ -1,0 +1,414 @@
+"""Decoders of CANN's raw profiling files: bytes in, plain records out (sans-IO).
+
+Every layout here is little-endian and was checked against the real exporter's parsers and
+against real runs (see ``docs/raw_reader.md``). A decoder never guesses: a record it cannot
+place (a bad magic number, an unknown level, a torn file) raises :class:`DeclinedError`.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import json
+import struct
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Final, NamedTuple
+
+from ._types import DeclinedError, DeclineReason
+
+#: Magic of every host record (``aging.*`` / ``unaging.*`` compact and additional files).
+HOST_MAGIC: Final = 0x5A5A
+#: Magic of every ``stars_soc`` record (its second 16-bit word).
+STARS_MAGIC: Final = 0x6BD3
+
+#: Host record levels (``LevelDataType``) and the names the exporter gives them.
+LEVELS: Final = {
+    30000: "pytorch_tx",
+    25000: "pta",
+    20500: "msproftx",
+    20000: "acl",
+    15000: "model",
+    10000: "node",
+    6000: "aicpu",
+    5500: "communication",
+    5000: "runtime",
+}
+
+#: ``GeTaskType``: node_basic_info's task type numbers.
+GE_TASK_TYPES: Final = {
+    0: "AI_CORE",
+    1: "AI_CPU",
+    2: "AI_VECTOR_CORE",
+    3: "WRITE_BACK",
+    4: "MIX_AIC",
+    5: "MIX_AIV",
+    6: "FFTS_PLUS",
+    7: "DSA_SQE",
+    8: "DVPP",
+    9: "HCCL",
+    10: "FUSION",
+    11: "INVALID",
+}
+
+#: SQE types of STARS chips (910B, 310B): the ``stars_soc`` task-log's bits 10-15.
+SQE_TYPES: Final = (
+    "AI_CORE",
+    "AI_CPU",
+    "AIV_SQE",
+    "PLACE_HOLDER_SQE",
+    "EVENT_RECORD_SQE",
+    "EVENT_WAIT_SQE",
+    "NOTIFY_RECORD_SQE",
+    "NOTIFY_WAIT_SQE",
+    "WRITE_VALUE_SQE",
+    "VQ6_SQE",
+    "TOF_SQE",
+    "SDMA_SQE",
+    "VPC_SQE",
+    "JPEGE_SQE",
+    "JPEGD_SQE",
+    "DSA_SQE",
+    "ROCCE_SQE",
+    "PCIE_DMA_SQE",
+    "HOST_CPU_SQE",
+    "CDQM_SQE",
+    "C_CORE_SQE",
+)
+
+#: ACL API groups (bits 16+ of an ACL api_event type); the exporter drops every API record of a
+#: run when one falls outside them.
+ACL_API_GROUPS: Final = frozenset({1, 2, 3, 4, 5, 6, 7, 9, 10, 11})
+
+STARS_SIZE: Final = 64
+HOST_COMPACT_SIZE: Final = 64  # task_track, node_basic_info
+API_EVENT_SIZE: Final = 40
+ADDITIONAL_SIZE: Final = 256  # tensor_info, context_id_info
+TS_TRACK_SIZE: Final = 40
+
+_STARS: Final = struct.Struct(
+    "<HHHHQHHHH40x"
+)  # task log and FFTS+ subtask log share it  # header, magic, stream, task, counter, acc pair, reserved
+_HOST_HEADER: Final = struct.Struct("<HHIIIQ232x")  # magic, level, type, thread, data length, timestamp
+_API_EVENT: Final = struct.Struct("<HHIIIQQQ")
+_CONTEXT: Final = struct.Struct("<HHIIIQQI55I")
+_TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
+_NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
+_TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
+
+
+def records(data: bytes, size: int) -> Iterator[memoryview]:
+    """The *size*-byte records of a file (or of several slices joined in order).
+
+    As the exporter does, a length that is not a multiple of *size* loses its *leading* bytes:
+    the oldest part of an aging file was overwritten, so its first record is the torn one.
+    """
+    view = memoryview(data)[len(data) % size :]
+    for offset in range(0, len(view), size):
+        yield view[offset : offset + size]
+
+
+def joined(slices: Iterable[bytes]) -> bytes:
+    return b"".join(slices)
+
+
+# -- device: stars_soc task log ---------------------------------------------------------------
+
+
+class StarsRecord(NamedTuple):
+    """One ``stars_soc`` 64-byte record (task log: function 0 = start, 1 = end)."""
+
+    function: int
+    sqe_type: int
+    stream_id: int
+    task_id: int
+    counter: int
+
+
+def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[Any, ...]]:
+    """Every record of *data* unpacked (leading bytes of a torn file dropped, see :func:`records`)."""
+    assert layout.size == size
+    return layout.iter_unpack(memoryview(data)[len(data) % size :])
+
+
+class SubtaskRecord(NamedTuple):
+    """An FFTS+ subtask log record (``stars_soc`` function 34 = start, 35 = end)."""
+
+    function: int
+    sqe_type: int
+    stream_id: int
+    task_id: int
+    counter: int
+    subtask_type: int
+    subtask_id: int
+    ffts_type: int
+    thread_id: int
+
+
+FUNCTION_SUBTASK_START: Final = 34
+FUNCTION_SUBTASK_END: Final = 35
+
+
+def stars_records(data: bytes) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
+    """The task log (functions 0 and 1) and the FFTS+ subtask log (34 and 35) of ``stars_soc``."""
+    tasks: list[StarsRecord] = []
+    subtasks: list[SubtaskRecord] = []
+    append = tasks.append
+    for header, magic, stream, task, counter, w5, w6, w7, w8 in _unpacked(data, _STARS, STARS_SIZE):
+        if magic != STARS_MAGIC:
+            # The exporter skips such chunks with an error; a torn log is not something to guess on.
+            raise DeclinedError(DeclineReason.MALFORMED, f"stars_soc record with magic {magic:#06x}")
+        function = header & 63
+        if function in (FUNCTION_SUBTASK_START, FUNCTION_SUBTASK_END):
+            subtasks.append(
+                SubtaskRecord(function, header >> 10, stream, task, counter, w5 & 255, w6, w7 >> 13, w8)
+            )
+        else:
+            append(StarsRecord(function, header >> 10, stream, task, counter))
+    return tasks, subtasks
+
+
+class ContextRecord(NamedTuple):
+    """A ``context_id_info`` record: the context ids of one node launch."""
+
+    level: int
+    thread_id: int
+    timestamp: int
+    context_ids: str  # comma-joined, as the exporter keeps them
+
+
+def context_records(data: bytes) -> list[ContextRecord]:
+    out: list[ContextRecord] = []
+    for fields in _unpacked(data, _CONTEXT, ADDITIONAL_SIZE):
+        magic, level, _stype, thread, _len, ts, _node, count = fields[:8]
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "context_id_info")
+        if count > 55:
+            raise DeclinedError(
+                DeclineReason.MALFORMED, f"context_id_info record with {count} ids (at most 55 fit)"
+            )
+        out.append(ContextRecord(level, thread, ts, ",".join(str(i) for i in fields[8 : 8 + count])))
+    return out
+
+
+# -- device: ts_track -------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FlipRecord:
+    """A task-id flip (``ts_track`` tag 14); ``flip_num`` 65535 marks a stream's destruction."""
+
+    stream_id: int
+    counter: int
+    task_id: int
+    flip_num: int
+
+
+TS_TAG_FLIP: Final = 14
+
+
+def ts_track_flips(data: bytes) -> list[FlipRecord]:
+    out: list[FlipRecord] = []
+    for _b0, tag, _h, _l, counter, stream, flip_num, _x, task in _unpacked(data, _TS_TRACK, TS_TRACK_SIZE):
+        if tag != TS_TAG_FLIP:
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD,
+                f"ts_track record with tag {tag} (only task flips, tag 14, are known)",
+            )
+        out.append(FlipRecord(stream, counter, task, flip_num))
+    return out
+
+
+# -- host compact / api records ---------------------------------------------------------------
+
+
+class ApiRecord(NamedTuple):
+    """An ``api_event`` record: an API call (``start``..``end``) of one thread."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    start: int
+    end: int
+    item_id: int
+
+
+_ALL_ONES: Final = (1 << 64) - 1
+
+
+def _bad_host(magic: int, level: int, what: str) -> DeclinedError:
+    # The exporter raises on such a record and loses the whole file.
+    return DeclinedError(DeclineReason.MALFORMED, f"{what} record with magic {magic:#06x}, level {level}")
+
+
+def api_records(data: bytes) -> list[ApiRecord]:
+    out: list[ApiRecord] = []
+    append = out.append
+    for magic, level, stype, thread, _len, start, end, item in _unpacked(data, _API_EVENT, API_EVENT_SIZE):
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "api_event")
+        if end == _ALL_ONES:
+            # A paired begin/end event, which the exporter matches by request id: not modelled.
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD, "api_event holds event records (end = all ones)"
+            )
+        if start == 0:
+            continue  # dropped by the exporter as invalid
+        append(ApiRecord(level, stype, thread, start, end, item))
+    return out
+
+
+class TaskTrackRecord(NamedTuple):
+    """A ``task_track`` record: the runtime handing one task to a device."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+    dev_type: int
+    device_id: int
+    stream_id: int
+    task_id: int
+    batch_id: int
+    task_type: int
+    kernel_hash: int
+
+
+def task_track_records(data: bytes) -> list[TaskTrackRecord]:
+    out: list[TaskTrackRecord] = []
+    append = out.append
+    for fields in _unpacked(data, _TASK_TRACK, HOST_COMPACT_SIZE):
+        magic, level, stype, thread, _len, ts, dev, stream, task, batch, ttype, kernel = fields
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "task_track")
+        append(
+            TaskTrackRecord(
+                level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel
+            )
+        )
+    return out
+
+
+class NodeBasicRecord(NamedTuple):
+    """A ``node_basic_info`` record: what GE knows of one node launch."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+    node_hash: int
+    task_type: int
+    op_type_hash: int
+    block_word: int
+    op_flag: int
+
+    @property
+    def block_num(self) -> int:
+        return self.block_word & 0xFFFF
+
+    @property
+    def mix_block_num(self) -> int:
+        return (self.block_word & 0xFFFF) * (self.block_word >> 16)
+
+
+def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+    out: list[NodeBasicRecord] = []
+    for fields in _unpacked(data, _NODE_BASIC, HOST_COMPACT_SIZE):
+        magic, level, stype, thread, _len, ts, node, ttype, optype, block, flag = fields
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, "node_basic_info")
+        out.append(NodeBasicRecord(level, stype, thread, ts, node, ttype, optype, block, flag))
+    return out
+
+
+class HeaderRecord(NamedTuple):
+    """The common header of an additional record (``tensor_info``): where it attaches."""
+
+    level: int
+    struct_type: int
+    thread_id: int
+    timestamp: int
+
+
+def header_records(data: bytes, what: str) -> list[HeaderRecord]:
+    """The headers of 256-byte additional records (``tensor_info``)."""
+    out: list[HeaderRecord] = []
+    for magic, level, stype, thread, _len, ts in _unpacked(data, _HOST_HEADER, ADDITIONAL_SIZE):
+        if magic != HOST_MAGIC or level not in LEVELS:
+            raise _bad_host(magic, level, what)
+        out.append(HeaderRecord(level, stype, thread, ts))
+    return out
+
+
+# -- text files -------------------------------------------------------------------------------
+
+
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not UTF-8 ({exc})") from None
+
+
+def _lines(data: bytes, what: str) -> list[str]:
+    """Lines as Python's text mode reads them (universal newlines: ``\\r\\n``, ``\\r``, ``\\n``)."""
+    return _text(data, what).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def hash_dic(data: bytes, into: dict[str, str]) -> None:
+    """``hash:name`` lines (``unaging.additional.hash_dic``) into *into* (later lines win)."""
+    for line in _lines(data, "hash_dic"):
+        if ":" not in line:
+            continue
+        key, value = line.strip().split(":", 1)
+        if key.isdigit():
+            into[key] = value
+
+
+def type_info_dic(data: bytes, into: dict[str, dict[str, str]]) -> None:
+    """``level_type:name`` lines into ``{level name: {type: name}}``."""
+    for line in _lines(data, "type_info_dic"):
+        if ":" not in line or "_" not in line:
+            continue
+        key, value = line.strip().split(":", 1)
+        parts = key.split("_")
+        if len(parts) != 2:
+            # The exporter fails on such a line and loses every type name of the run.
+            raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
+        level, number = parts
+        if number.isdigit() and level.isdigit() and int(level) in LEVELS:
+            into.setdefault(LEVELS[int(level)], {})[number] = value
+
+
+def json_object(data: bytes, what: str) -> dict[str, object]:
+    """The JSON object on the first line of *data* (as the exporter reads info/sample/start_info)."""
+    first = _text(data, what).split("\n", 1)[0]
+    try:
+        value = json.loads(first)
+    except ValueError as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a JSON object")
+    return value
+
+
+def key_values(data: bytes, what: str) -> dict[str, str]:
+    """``key: value`` lines of ``dev_start.log.N``."""
+    out: dict[str, str] = {}
+    for line in _lines(data, what):
+        parts = line.strip().split(":")
+        if len(parts) == 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+def ini_first_section(data: bytes, what: str) -> Mapping[str, str]:
+    """The first section of ``host_start.log.N`` (an INI file: ``[DeviceN]``)."""
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(_text(data, what))
+    except configparser.Error as exc:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {exc}") from None
+    sections = parser.sections()
+    if not sections:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
+    return dict(parser.items(sections[0]))

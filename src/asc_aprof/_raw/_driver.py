@@ -1,0 +1,74 @@
+"""The thin file-system driver of the raw reader: list, read, decode (blocking or in a thread)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import anyio.to_thread
+
+from ._run import RunPlan, decode_run, dirs_to_list
+from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
+
+logger = logging.getLogger("asc_aprof")
+
+
+def _listing(run_dir: Path) -> dict[str, list[str]]:
+    try:
+        root = os.listdir(run_dir)
+    except OSError as exc:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, f"{run_dir}: {exc.strerror}") from None
+    listing: dict[str, list[str]] = {"": root}
+    for rel in dirs_to_list(root):
+        try:
+            listing[rel] = os.listdir(run_dir / rel)
+        except FileNotFoundError:
+            listing[rel] = []
+        except OSError as exc:
+            raise DeclinedError(DeclineReason.MALFORMED, f"{run_dir / rel}: {exc.strerror}") from None
+    return listing
+
+
+def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -> RawResult | Declined:
+    """Read run *run_dir* natively, or say why not (blocking; milliseconds for thousands of tasks).
+
+    *with_task_time*: also give every row of the task_time CSV (``RawResult.task_time``).
+    """
+    path = Path(run_dir)
+    try:
+        plan = RunPlan.from_listing(_listing(path))
+        files: dict[str, bytes] = {}
+        for rel in plan.wanted:
+            try:
+                with open(path / rel, "rb") as stream:
+                    files[rel] = stream.read()
+            except OSError as exc:
+                raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
+        return decode_run(plan, files, with_task_time=with_task_time)
+    except DeclinedError as exc:
+        return exc.declined
+    except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
+        logger.warning("raw reader failed on %s", path, exc_info=True)
+        return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+async def read_run_async(run_dir: str | os.PathLike[str]) -> RawResult | Declined:
+    """:func:`read_run` in a worker thread, so the event loop never waits on it.
+
+    Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
+    """
+    return await anyio.to_thread.run_sync(read_run, run_dir, abandon_on_cancel=True)
+
+
+def raw_or_fallback(reader: Reader, outcome: RawResult | Declined, run_dir: object) -> RawResult | None:
+    """The raw reader's result, or None where ``msprof.py`` has to produce it instead.
+
+    :raises RawReadDeclined: the reader is ``RAW`` and the run was declined
+    """
+    if isinstance(outcome, RawResult):
+        return outcome
+    if reader is Reader.RAW:
+        raise RawReadDeclined(run_dir, outcome)
+    logger.info("run %s: raw reader declined (%s); using msprof.py", run_dir, outcome)
+    return None

@@ -1,0 +1,431 @@
+"""The host side of a run: which kernel each runtime task belongs to (sans-IO).
+
+The exporter files every host record of a thread into one time-ordered queue (API calls with a
+start and an end; ``node_basic_info`` / ``tensor_info`` / ``task_track`` records with one
+timestamp), builds a call tree from it (an API call contains what starts inside it; a record
+belongs to the last call of its level that contains it, else it hangs in the tree on its own),
+and walks the tree: every ``task_track`` record becomes a *host task* (stream, task, batch and
+context ids, runtime type, kernel name), and a kernel's record also a *GE task* (op name, GE
+task type, block dims) taken from the enclosing node launch. This module does that walk for the
+levels real runs use (ACL calls, node launches and runtime tasks) and declines anything else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Final, NamedTuple
+
+from ._decode import (
+    ACL_API_GROUPS,
+    GE_TASK_TYPES,
+    LEVELS,
+    ApiRecord,
+    ContextRecord,
+    HeaderRecord,
+    NodeBasicRecord,
+    TaskTrackRecord,
+)
+from ._types import DeclinedError, DeclineReason
+
+ROOT, ACL, MODEL, NODE, HCCL, TASK = 0, 1, 2, 3, 4, 5
+LEVEL_OF: Final = {"acl": ACL, "model": MODEL, "node": NODE, "communication": HCCL, "runtime": TASK}
+
+NA: Final = "N/A"
+INVALID_CONTEXT: Final = 4294967295
+#: Runtime task types whose context ids come from the node (others get the invalid id).
+CONTEXT_WHITE_LIST: Final = frozenset(
+    {"KERNEL_AICORE", "KERNEL_AIVEC", "FFTS_PLUS", "KERNEL_MIX_AIC", "KERNEL_MIX_AIV"}
+)
+MIX_TASK_TYPES: Final = frozenset({"KERNEL_MIX_AIC", "KERNEL_MIX_AIV"})
+FLIP_TASK: Final = "FLIP_TASK"
+MAINTENANCE: Final = "MAINTENANCE"
+
+
+class HostTask(NamedTuple):
+    """A runtime task as the host saw it (one per context id)."""
+
+    device_id: int
+    stream_id: int
+    task_id: int
+    context_id: int
+    batch_id: int
+    task_type: str
+    kernel_name: str
+    timestamp: int
+
+
+class GeTask(NamedTuple):
+    """What op_summary says about a kernel task: its op name, GE type and block dims."""
+
+    device_id: int
+    stream_id: int
+    task_id: int
+    context_id: int
+    batch_id: int
+    op_name: str
+    task_type: str
+    block_num: int
+    mix_block_num: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HostTables:
+    host_tasks: tuple[HostTask, ...]
+    ge_tasks: tuple[GeTask, ...]
+
+
+# -- the event tree ---------------------------------------------------------------------------
+
+#: Deepest nesting the exporter follows while building a tree (it recurses with a limit).
+_DEPTH_LIMIT: Final = 20
+# Queue entries: (timestamp, level, seq, bound, kind, payload). Sorting the tuples orders them
+# by time, then level, then the order they were added in: the exporter's stable sort.
+_API, _BASIC, _TENSOR, _TRACK, _CONTEXT = 0, 1, 2, 3, 4
+
+
+class _Node:
+    """A node launch (level-10000 API call) and the node records that attached to it."""
+
+    __slots__ = ("basic", "bound", "contexts", "name", "others", "start")
+
+    def __init__(self, name: str, start: int, bound: int) -> None:
+        self.name = name
+        self.start = start
+        self.bound = bound
+        self.basic: _NodeBasic | None = None  # the last node_basic_info record that attached
+        self.contexts: list[str] = []  # the context ids of each context_id_info record
+        self.others = False  # whether a tensor_info or context_id_info record attached
+
+
+class _NodeBasic(NamedTuple):
+    task_type: str
+    block_num: int
+    mix_block_num: int
+
+
+class _Track(NamedTuple):
+    thread_id: int
+    device_id: int
+    stream_id: int
+    task_id: int
+    batch_id: int
+    task_type: str
+    kernel_name: str
+    timestamp: int
+
+
+_Entry = tuple[int, int, int, int, int, object]
+
+
+def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
+    """One thread's tree, built and walked in one pass: each task record and its node launch.
+
+    The exporter builds a tree recursively (a call contains what starts inside it until
+    something ends after it; an ACL call nested in another call is dropped; a record joins the
+    last call of its level that contains it, else hangs in the tree on its own) and then walks
+    it, taking for each runtime record the node launch on the walk's path. The open calls of the
+    recursion are a stack, so the node on the path is the node on the stack when the record is
+    met; the node's own records are read after the pass, as the walk reads them after the build.
+    """
+    entries.sort()
+    root_bound = max((e[3] for e in entries), default=-1) + 1
+    stack: list[tuple[int, int]] = [(ROOT, root_bound)]  # (level, bound) of the open calls
+    nodes: list[_Node | None] = [None]  # the node launch open at each stack depth
+    last_node: _Node | None = None
+    out: list[tuple[_Track, _Node | None]] = []
+    for timestamp, level, _seq, bound, kind, payload in entries:
+        additional = kind != _API
+        skipped = False
+        while True:
+            parent_level, parent_bound = stack[-1]
+            if bound > parent_bound:
+                stack.pop()
+                nodes.pop()
+                continue
+            if level == ACL and not additional and parent_level != ROOT:
+                skipped = True  # nested ACL calls take no part in the tree
+                break
+            if not additional and level < parent_level:
+                stack.pop()
+                nodes.pop()
+                continue
+            break
+        if skipped:
+            continue
+        if not additional:
+            if level == NODE and parent_level == NODE:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
+                )
+            if len(stack) > _DEPTH_LIMIT:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
+                )
+            node = payload if level == NODE else nodes[-1]
+            assert node is None or isinstance(node, _Node)
+            if level == NODE:
+                last_node = node
+            stack.append((level, bound))
+            nodes.append(node)
+            continue
+        if kind == _TRACK:
+            # No runtime-level API call exists (declined), so a runtime record always hangs in
+            # the tree on its own, below the innermost open call.
+            assert isinstance(payload, _Track)
+            out.append((payload, nodes[-1]))
+        elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
+            if kind == _BASIC:
+                assert isinstance(payload, _NodeBasic)
+                last_node.basic = payload
+            else:
+                last_node.others = True
+                if kind == _CONTEXT:
+                    assert isinstance(payload, str)
+                    last_node.contexts.append(payload)
+        # else: a node record outside every node launch hangs alone; it changes nothing here
+    return out
+
+
+class _Tables:
+    """The exporter's TaskGear: host tasks and GE tasks from runtime records and their nodes."""
+
+    def __init__(self, level0: bool) -> None:
+        self.level0 = level0
+        self.host_tasks: list[HostTask] = []
+        self.ge_tasks: list[GeTask] = []
+
+    def add(self, track: _Track, node: _Node | None) -> None:
+        self._host_task(track, node)
+        if track.task_type.startswith("KERNEL") or track.task_type in ("STARS_COMMON", "FFTS_PLUS"):
+            self._kernel(track, node)
+
+    def _host_task(self, track: _Track, node: _Node | None) -> None:
+        if track.task_type in CONTEXT_WHITE_LIST and (
+            track.task_type in MIX_TASK_TYPES or (node is not None and node.contexts)
+        ):
+            # The node's context ids (one comma-joined string per record), then the defaults;
+            # duplicates dropped, then the joined string split again.
+            ids = [*(node.contexts if node is not None else []), str(INVALID_CONTEXT)]
+            if track.task_type in MIX_TASK_TYPES:
+                ids.append("0")
+            joined = ",".join(dict.fromkeys(ids))
+        else:
+            joined = str(INVALID_CONTEXT)
+        for context in joined.split(","):
+            self.host_tasks.append(
+                HostTask(
+                    track.device_id,
+                    track.stream_id,
+                    track.task_id,
+                    int(context),
+                    track.batch_id,
+                    track.task_type,
+                    track.kernel_name,
+                    track.timestamp,
+                )
+            )
+
+    def _kernel(self, track: _Track, node: _Node | None) -> None:
+        item = node.name if node is not None else ""
+        if not item:
+            self._kernel_without_node(track)
+            return
+        if item.startswith("Lccl"):
+            return
+        if self.level0:
+            self._ge(track, item, NA, 0, 0)
+            return
+        if node is not None and node.contexts:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"node {item!r} with context ids (MIX/FFTS+) at task time level 1"
+            )
+        basic = node.basic if node is not None else None
+        if basic is None:
+            if node is not None and node.others:
+                # A node with tensor records only takes the exporter's level-0 path at level 1.
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED,
+                    f"node launch {item!r} has no node_basic_info at task time level 1",
+                )
+            return  # the exporter writes no GE row for it ("can't find node desc")
+        if basic.task_type == "FFTS_PLUS":
+            return
+        if basic.task_type in ("COMMUNICATION", "HCCL"):
+            raise DeclinedError(DeclineReason.UNSUPPORTED, f"HCCL node {item!r}")
+        self._ge(track, item, basic.task_type, basic.block_num, basic.mix_block_num)
+
+    def _kernel_without_node(self, track: _Track) -> None:
+        if track.kernel_name == NA:
+            return
+        if not self.level0:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"kernel {track.kernel_name!r} launched outside a node launch at task time level 1",
+            )
+        self._ge(track, track.kernel_name, NA, 0, 0)
+
+    def _ge(self, track: _Track, name: str, ttype: str, block: int, mix: int) -> None:
+        self.ge_tasks.append(
+            GeTask(
+                track.device_id,
+                track.stream_id,
+                track.task_id,
+                INVALID_CONTEXT,
+                track.batch_id,
+                name,
+                ttype,
+                block,
+                mix,
+            )
+        )
+
+
+# -- building the queues ------------------------------------------------------------------------
+
+
+class HostRecords:
+    """The decoded host files of a run, ready for :func:`host_tables`."""
+
+    def __init__(self, hashes: dict[str, str], types: dict[str, dict[str, str]]) -> None:
+        self.hashes = hashes
+        self.types = types
+        self.apis: list[ApiRecord] = []
+        self.node_basics: list[NodeBasicRecord] = []
+        self.tensors: list[HeaderRecord] = []
+        self.contexts: list[ContextRecord] = []
+        self.tracks: list[TaskTrackRecord] = []
+
+    def type_name(self, level: int, number: int) -> str:
+        return self.types.get(LEVELS[level], {}).get(str(number), str(number))
+
+    def name(self, value: int) -> str:
+        return self.hashes.get(str(value), str(value))
+
+
+def _api_struct_type(records: HostRecords, api: ApiRecord) -> str:
+    level = LEVELS[api.level]
+    if level not in records.types:
+        return str(api.struct_type)
+    if level == "acl":
+        group = api.struct_type >> 16
+        if group not in ACL_API_GROUPS:
+            # The exporter fails on it and then loses every API record of the run.
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"ACL API group {group} in api_event")
+        return f"acl-{group}"
+    return records.type_name(api.level, api.struct_type)
+
+
+def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
+    """Runtime tasks in the order the exporter stores them, flips applied (batch ids)."""
+    kept: list[TaskTrackRecord] = []
+    flips: list[TaskTrackRecord] = []
+    names: dict[int, str] = {}
+    for rec in records.tracks:
+        _require_level(rec.level, "runtime", "task_track")
+        ttype = names.get(rec.task_type)
+        if ttype is None:
+            ttype = names[rec.task_type] = records.type_name(rec.level, rec.task_type)
+        if ttype == FLIP_TASK:
+            flips.append(rec)
+        elif ttype != MAINTENANCE:
+            if rec.dev_type != 0:
+                raise DeclinedError(DeclineReason.UNSUPPORTED, "DPU task_track records")
+            kept.append(rec)
+    if all_export:
+        # The exporter groups tasks by (device, stream), sorts each group by time and counts task
+        # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
+        groups: dict[tuple[int, int], list[TaskTrackRecord]] = {}
+        for rec in kept:
+            groups.setdefault((rec.device_id, rec.stream_id), []).append(rec)
+        first_flip: dict[tuple[int, int], int] = {}
+        for flip in flips:
+            key = (flip.device_id, flip.stream_id)
+            first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
+        ordered: list[TaskTrackRecord] = []
+        for key, group in groups.items():
+            group.sort(key=lambda r: r.timestamp)
+            limit = first_flip.get(key)
+            if limit is not None and group[-1].timestamp >= limit:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED,
+                    f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
+                )
+            ordered.extend(group)
+        batch_of = 0
+        kept = ordered
+    else:
+        if any(rec.batch_id for rec in kept):
+            raise DeclinedError(DeclineReason.UNSUPPORTED, "task_track batch ids other than 0")
+        batch_of = 0
+    return [
+        _Track(
+            rec.thread_id,
+            rec.device_id,
+            rec.stream_id,
+            rec.task_id,
+            batch_of,
+            names[rec.task_type],
+            records.hashes.get(str(rec.kernel_hash), NA),
+            rec.timestamp,
+        )
+        for rec in kept
+    ]
+
+
+def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
+    """The host tasks and GE tasks of a run (every device)."""
+    threads: dict[int, list[_Entry]] = {}
+    seq = 0
+    # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
+    # task_track records (ties in time and level keep this order).
+    struct_types: dict[tuple[int, int], str] = {}
+    for api in records.apis:
+        struct_type = struct_types.get((api.level, api.struct_type))
+        if struct_type is None:
+            struct_type = struct_types[api.level, api.struct_type] = _api_struct_type(records, api)
+        if struct_type == "StreamSyncTaskFinish" or api.start <= 0 or api.start == api.end:
+            continue
+        level_name = LEVELS[api.level]
+        level = LEVEL_OF.get(level_name)
+        if level != ACL and level != NODE:
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD,
+                f"api_event call at level {level_name!r} (only ACL and node are known)",
+            )
+        node = _Node(records.name(api.item_id), api.start, api.end) if level == NODE else None
+        threads.setdefault(api.thread_id, []).append((api.start, level, seq, api.end, _API, node))
+        seq += 1
+    for basic in records.node_basics:
+        _require_level(basic.level, "node", "node_basic_info")
+        ttype = GE_TASK_TYPES.get(basic.task_type, str(basic.task_type))
+        payload = _NodeBasic(ttype, basic.block_num, basic.mix_block_num)
+        threads.setdefault(basic.thread_id, []).append(
+            (basic.timestamp, NODE, seq, basic.timestamp, _BASIC, payload)
+        )
+        seq += 1
+    for tensor in records.tensors:
+        _require_level(tensor.level, "node", "tensor_info")
+        threads.setdefault(tensor.thread_id, []).append(
+            (tensor.timestamp, NODE, seq, tensor.timestamp, _TENSOR, None)
+        )
+        seq += 1
+    for track in _tracks(records, all_export):
+        threads.setdefault(track.thread_id, []).append(
+            (track.timestamp, TASK, seq, track.timestamp, _TRACK, track)
+        )
+        seq += 1
+    tables = _Tables(level0)
+    for entries in threads.values():
+        for track, node in _chain(entries):
+            tables.add(track, node)
+    return HostTables(tuple(tables.host_tasks), tuple(tables.ge_tasks))
+
+
+def _require_level(level: int, name: str, what: str) -> None:
+    if LEVELS[level] != name:
+        raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{what} record at level {LEVELS[level]!r}")
+
+
+def host_tasks_of(tables: HostTables, device: int) -> Sequence[HostTask]:
+    return [t for t in tables.host_tasks if t.device_id == device]

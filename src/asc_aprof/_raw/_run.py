@@ -1,0 +1,912 @@
+"""A whole run: which files to read, and the tasks the exporter's CSVs would hold (sans-IO).
+
+:func:`dirs_to_list` and :class:`RunPlan` decide from directory listings which files a run needs
+(declining on anything unknown); :func:`decode_run` turns their bytes into a :class:`RawResult`.
+Neither opens a file: :mod:`asc_aprof._raw._driver` does the reading.
+
+The device side, per ``device_N``: the ``stars_soc`` task log pairs start and end records per
+(task id, stream id) in time order (an end before its start is dropped, a start whose end never
+came is dropped), and the FFTS+ subtask log gives the contexts of MIX kernels; counters become
+times with the exporter's float arithmetic; each device task is matched with the host task of
+the same (stream, task, context, batch) id. op_summary is the join of those tasks with the GE
+tasks of the same ids, in start order; task_time is every matched or device-only task with its
+runtime type (of a MIX task only context 0). Durations are ``round(ns / 1000, 3)`` of the float
+difference, start times the exporter's Decimal sum of device time and the start_info offset,
+printed to the nanosecond. Devices follow each other in folder-name order, as the exporter
+merges them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import decimal
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, NamedTuple
+
+from .._parser import CONTROL_TYPES
+from ._decode import (
+    FUNCTION_SUBTASK_START,
+    HOST_COMPACT_SIZE,
+    SQE_TYPES,
+    StarsRecord,
+    SubtaskRecord,
+    api_records,
+    context_records,
+    hash_dic,
+    header_records,
+    ini_first_section,
+    joined,
+    json_object,
+    key_values,
+    node_basic_records,
+    records,
+    stars_records,
+    task_track_records,
+    ts_track_flips,
+    type_info_dic,
+)
+from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
+from ._types import (
+    SOURCE_OP_SUMMARY,
+    SOURCE_TASK_TIME,
+    DeclinedError,
+    DeclineReason,
+    RawResult,
+    RawTask,
+)
+
+#: Platforms whose export was verified, with the driver versions seen (platform -> rule).
+#: 910B (platform 5) and 310B (platform 7), as ``info.json``'s ``platform_version`` gives them.
+PLATFORM_910B: Final = "5"
+PLATFORM_310B: Final = "7"
+#: From this driver version on (``drvVersion``) the exporter numbers task-id wraps (batch ids).
+ALL_EXPORT_VERSION: Final = 0x072211
+COLLECTION_VERSION: Final = "1.0"
+LEVEL0_NAMES: Final = frozenset({"l0", "level0"})
+UNKNOWN: Final = "UNKNOWN"
+INVALID_CONTEXT: Final = 4294967295
+#: Rows per exported CSV slice: beyond it the merge order depends on directory listing order.
+CSV_LIMIT: Final = 1_000_000
+
+DEVICE_DIR: Final = re.compile(r"^device_(\d+)$")
+_SLICE: Final = re.compile(r"\.slice_(\d+)$")
+_MARKERS: Final = (".done", ".complete", ".zip")
+
+#: Host data files (``host/data``) and what they hold.
+HOST_FILES: Final = {
+    "api_event": re.compile(r"^(aging|unaging)\.api_event\.data\.slice_\d+$"),
+    "task_track": re.compile(r"^(aging|unaging)\.compact\.task_track\.slice_\d+$"),
+    "node_basic_info": re.compile(r"^(aging|unaging)\.compact\.node_basic_info\.slice_\d+$"),
+    "tensor_info": re.compile(r"^(aging|unaging)\.additional\.tensor_info\.slice_\d+$"),
+    "context_id_info": re.compile(r"^(aging|unaging)\.additional\.context_id_info\.slice_\d+$"),
+    "hash_dic": re.compile(r"^(aging|unaging)\.additional\.hash_dic\.slice_\d+$"),
+    "type_info_dic": re.compile(r"^(aging|unaging)\.additional\.type_info_dic\.slice_\d+$"),
+    # whether streams are "expanded": changes only stream ids of 2048 and above, declined below
+    "expand_stream_spec": re.compile(r"^(aging|unaging)\.compact\.expand_stream_spec\.slice_\d+$"),
+}
+
+
+def _device_pattern(kind: str, device: int) -> re.Pattern[str]:
+    return re.compile(rf"^{kind}\.data\.{device}\.slice_\d+$")
+
+
+def _is_marker(name: str) -> bool:
+    return name.endswith(_MARKERS) or name == "all_file.complete"
+
+
+def _slice_key(name: str) -> int:
+    match = _SLICE.search(name)
+    return int(match.group(1)) if match else 0
+
+
+def dirs_to_list(root_entries: Iterable[str]) -> list[str]:
+    """The directories (relative to the run) whose listing :class:`RunPlan` needs."""
+    names = set(root_entries)
+    if "host" not in names:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, "no host/ folder")
+    devices = sorted(n for n in names if DEVICE_DIR.match(n))
+    if not devices:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, "no device_N/ folder")
+    return ["host", "host/data", *(p for n in devices for p in (n, f"{n}/data"))]
+
+
+def _conf(entries: Sequence[str], pattern: str, where: str, *, required: bool = True) -> str | None:
+    """The one config file of *where* matching *pattern* (the exporter takes the first it lists)."""
+    regex = re.compile(pattern)
+    found = [n for n in entries if regex.match(n) and not _is_marker(n)]
+    if len(found) > 1:
+        raise DeclinedError(DeclineReason.AMBIGUOUS, f"several {pattern!r} files in {where}: {sorted(found)}")
+    if not found:
+        if required:
+            label = pattern.strip("^$").replace("\\", "").replace("(.d+)?", "").replace(".d+", ".N")
+            raise DeclinedError(DeclineReason.MISSING_FILE, f"{where} has no {label} file")
+        return None
+    return f"{where}/{found[0]}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DevicePlan:
+    device: int
+    folder: str
+    info: str
+    sample: str
+    start_info: str
+    dev_start: str
+    host_start: str
+    stars: tuple[str, ...]
+    ffts: tuple[str, ...]
+    ts_track: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunPlan:
+    """The files of a run to read, classified (built from listings; never opens a file)."""
+
+    host_info: str
+    host_sample: str
+    host_data: Mapping[str, tuple[str, ...]]
+    devices: tuple[DevicePlan, ...]
+
+    @property
+    def wanted(self) -> list[str]:
+        paths = [self.host_info, self.host_sample, *(p for ps in self.host_data.values() for p in ps)]
+        for dev in self.devices:
+            paths += [dev.info, dev.sample, dev.start_info, dev.dev_start, dev.host_start]
+            # ffts_profile (PMU counters) is known but not read: no task field comes from it.
+            paths += [*dev.stars, *dev.ts_track]
+        return paths
+
+    @classmethod
+    def from_listing(cls, listing: Mapping[str, Sequence[str]]) -> RunPlan:
+        """*listing*: the names in each directory :func:`dirs_to_list` asked for."""
+        host = listing.get("host", [])
+        host_info = _conf(host, r"^info\.json$", "host")
+        host_sample = _conf(host, r"^sample\.json$", "host")
+        assert host_info is not None and host_sample is not None
+        host_data: dict[str, list[str]] = {}
+        for name in listing.get("host/data", []):
+            if _is_marker(name):
+                continue
+            kind = next((k for k, p in HOST_FILES.items() if p.match(name)), None)
+            if kind is None:
+                raise DeclinedError(DeclineReason.UNKNOWN_FILE, f"host/data/{name}")
+            host_data.setdefault(kind, []).append(name)
+        for required in ("task_track", "type_info_dic", "hash_dic", "api_event"):
+            if required not in host_data:
+                raise DeclinedError(DeclineReason.MISSING_FILE, f"host/data has no {required} file")
+        ordered: dict[str, tuple[str, ...]] = {}
+        for kind, names in host_data.items():
+            modes = {n.split(".", 1)[0] for n in names}
+            if len(modes) > 1 and kind not in ("hash_dic", "type_info_dic"):
+                # Their relative order in the exporter follows the directory listing.
+                raise DeclinedError(
+                    DeclineReason.AMBIGUOUS, f"both aging and unaging {kind} files in host/data"
+                )
+            ordered[kind] = tuple(
+                f"host/data/{n}" for n in sorted(names, key=lambda n: (n.split(".")[0], _slice_key(n)))
+            )
+        devices: list[DevicePlan] = []
+        for folder in sorted(k for k in listing if DEVICE_DIR.match(k)):
+            device = int(DEVICE_DIR.match(folder).group(1))  # type: ignore[union-attr]
+            entries = listing.get(folder, [])
+            data = [n for n in listing.get(f"{folder}/data", []) if not _is_marker(n)]
+            kinds: dict[str, list[str]] = {
+                "stars_soc": [],
+                "ffts_profile": [],
+                "ts_track": [],
+                "lpmInfoConv": [],
+            }
+            for name in data:
+                kind = next((k for k in kinds if _device_pattern(k, device).match(name)), None)
+                if kind is None:
+                    raise DeclinedError(DeclineReason.UNKNOWN_FILE, f"{folder}/data/{name}")
+                kinds[kind].append(f"{folder}/data/{name}")
+            if not kinds["stars_soc"]:
+                raise DeclinedError(DeclineReason.MISSING_FILE, f"{folder}/data has no stars_soc file")
+            conf = [
+                _conf(entries, r"^info\.json", folder),
+                _conf(entries, r"^sample\.json", folder),
+                _conf(entries, r"^start_info", folder),
+                _conf(entries, r"^dev_start\.log\.\d+", folder),
+                _conf(entries, r"^host_start\.log(\.\d+)?", folder),
+            ]
+            info, sample, start_info, dev_start, host_start = (c or "" for c in conf)
+            devices.append(
+                DevicePlan(
+                    device,
+                    folder,
+                    info,
+                    sample,
+                    start_info,
+                    dev_start,
+                    host_start,
+                    tuple(sorted(kinds["stars_soc"], key=_slice_key)),
+                    tuple(sorted(kinds["ffts_profile"], key=_slice_key)),
+                    tuple(sorted(kinds["ts_track"], key=_slice_key)),
+                )
+            )
+        return cls(host_info, host_sample, ordered, tuple(devices))
+
+
+# -- clocks ------------------------------------------------------------------------------------
+
+#: The exporter's Decimal arithmetic runs in Python's default context; pinned here so that a
+#: caller's own decimal context cannot change a printed start time.
+_DECIMAL: Final = decimal.Context(prec=28, rounding=decimal.ROUND_HALF_EVEN)
+_MILLI: Final = decimal.Decimal("0.000")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeviceClock:
+    """Counter to time, exactly as the exporter computes it (floats where it uses floats)."""
+
+    dev_cnt: float  # dev_start.log cntvct / 1e9
+    hwts_freq: float  # Hz
+    host_mon: float  # host_start.log clock_monotonic_raw in s
+    local_offset: float  # µs: start_info collectionTimeBegin - clockMonotonicRaw / 1000
+    collect_begin: str  # start_info collectionTimeBegin, as text
+    offset: decimal.Decimal = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
+
+    def ns(self, counter: int) -> float:
+        return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
+
+    def terms(self) -> tuple[float, float, float]:
+        """(cntvct in counts, Hz, host offset in ns): ``ns = float(c - a) / b * 1e9 + c0`` gives
+        exactly :meth:`ns` (the same float products, computed once)."""
+        return self.dev_cnt * 1e9, self.hwts_freq, self.host_mon * 1e9
+
+    def local(self, ns: float) -> str:
+        """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals (exact shifts)."""
+        value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
+        return str(value.quantize(_MILLI, context=_DECIMAL))
+
+    def kept(self, start: str, duration_us: float) -> bool:
+        """The exporter's filter: tasks that started before the collection are dropped.
+
+        It compares the printed start (with its tab) to ``collectionTimeBegin`` *as strings*;
+        when the integer part has the begin's digits and is not smaller, that is true at once.
+        """
+        cell = start + "\t"
+        begin = self.collect_begin
+        if begin.isdigit() and start.find(".") == len(begin) and start[: len(begin)] >= begin:
+            return True
+        end = _DECIMAL.add(decimal.Decimal(start), decimal.Decimal(repr(duration_us)))
+        return cell > begin or cell < begin < str(end.quantize(_MILLI, context=_DECIMAL))
+
+
+def _number(value: object, what: str) -> float:
+    try:
+        result = float(str(value))
+    except ValueError:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a number: {value!r}") from None
+    return result
+
+
+def _clock(
+    info: Mapping[str, object],
+    dev_start: Mapping[str, str],
+    host_start: Mapping[str, str],
+    start_info: Mapping[str, object],
+    folder: str,
+) -> DeviceClock:
+    device_info = info.get("DeviceInfo")
+    if not isinstance(device_info, list) or not device_info or not isinstance(device_info[0], dict):
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/info.json has no DeviceInfo")
+    hwts = _number(device_info[0].get("hwts_frequency", ""), f"{folder} hwts_frequency") * 1e6
+    if hwts <= 0:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder} hwts_frequency <= 0")
+    cpu = info.get("CPU")
+    if not isinstance(cpu, list) or not cpu or not isinstance(cpu[0], dict):
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/info.json has no CPU frequency")
+    try:
+        host_freq = float(str(cpu[0].get("Frequency")))
+    except ValueError:
+        host_freq = 0.0
+    host_freq = host_freq * 1e6 if host_freq > 0 else 1e9
+    cntvct = dev_start.get("cntvct")
+    if cntvct is None or _number(cntvct, "cntvct") <= 0:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/dev_start.log has no cntvct")
+    dev_cnt = float(cntvct) / 1e9
+    try:
+        mono = int(host_start["clock_monotonic_raw"])
+        diff = host_start.get("cntvct_diff", "")
+        host_mon_ns = mono + round(int(diff) * 1e9 / host_freq) if diff else mono
+    except (KeyError, ValueError):
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/host_start.log is incomplete") from None
+    begin = start_info.get("collectionTimeBegin")
+    raw = start_info.get("clockMonotonicRaw")
+    if not isinstance(begin, str) or not begin or not raw:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/start_info lacks collectionTimeBegin")
+    offset = _number(begin, "collectionTimeBegin") - _number(raw, "clockMonotonicRaw") / 1000.0
+    return DeviceClock(dev_cnt, hwts, float(host_mon_ns) / 1e9, offset, begin)
+
+
+# -- device tasks -----------------------------------------------------------------------------
+
+
+class _DeviceTask(NamedTuple):
+    stream_id: int
+    task_id: int
+    context_id: int  # the FFTS+ subtask id, or the invalid id for a whole task
+    sqe_type: str
+    start: float  # ns
+    duration: float  # ns
+    start_cycles: int
+    end_cycles: int
+
+
+_PLACE_HOLDER_SQE: Final = 3
+_EVENT_RECORD_SQE: Final = 4
+
+
+def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tuple[int, int]:
+    """The (stream id, task id) a device record stands for.
+
+    Above 2047 the exporter unpacks ids from both fields, by rules that differ with "stream
+    expansion". Accepted are the two cases real runs show: without expansion the top bit alone
+    (310B control tasks on stream 0x8000 are stream 0); with expansion, the top bit on a
+    kernel's record (910B MIX kernels: the stream id is in the task field, the task id in the
+    stream field's low bits).
+    """
+    if stream < 2048:
+        return stream, task
+    if not expanded and stream & 0xF800 == 0x8000:
+        return stream % 2048, task
+    if expanded and stream & 0x8000 and sqe_type not in (_PLACE_HOLDER_SQE, _EVENT_RECORD_SQE):
+        return task & 0x7FFF, (task & 0x8000) | (stream & 0x7FFF)
+    raise DeclinedError(
+        DeclineReason.UNSUPPORTED,
+        f"bit-packed stream id {stream:#06x} (SQE type {sqe_type}, expansion {'on' if expanded else 'off'})",
+    )
+
+
+def _device_tasks(
+    stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
+) -> list[_DeviceTask]:
+    timed: list[tuple[float, int, int, StarsRecord]] = []
+    base, hertz, offset = clock.terms()
+    sqe_count = len(SQE_TYPES)
+    for rec in stars:
+        function, sqe, stream, task, counter = rec
+        if function > 1:
+            # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
+        if sqe >= sqe_count:
+            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
+        if stream >= 2048:
+            stream, task = stream_task_ids(stream, task, sqe, expanded)
+        timed.append((float(counter - base) / hertz * 1e9 + offset, stream, task, rec))
+    timed.sort(key=lambda item: item[0])
+    groups: dict[
+        tuple[int, int],
+        tuple[list[tuple[float, int, int, StarsRecord]], list[tuple[float, int, int, StarsRecord]]],
+    ] = {}
+    for item in timed:
+        starts, ends = groups.setdefault((item[2], item[1]), ([], []))
+        (starts if item[3].function == 0 else ends).append(item)
+    matched: list[_DeviceTask] = []
+    for starts, ends in groups.values():
+        i = j = 0
+        while i < len(starts) and j < len(ends):
+            s_time, stream, task, s_rec = starts[i]
+            e_time, _, _, e_rec = ends[j]
+            if e_time < s_time:
+                j += 1  # an end without its start
+                continue
+            if i + 1 == len(starts) or e_time < starts[i + 1][0]:
+                matched.append(
+                    _DeviceTask(
+                        stream,
+                        task,
+                        INVALID_CONTEXT,
+                        SQE_TYPES[s_rec.sqe_type],
+                        s_time,
+                        e_time - s_time,
+                        s_rec.counter,
+                        e_rec.counter,
+                    )
+                )
+                i += 1
+                j += 1
+            else:
+                i += 1  # a start whose end was lost
+    matched.sort(key=lambda t: t.start)
+    return matched
+
+
+#: FFTS+ subtask types (``StarsConstant.SUBTASK_TYPE``).
+SUBTASK_TYPES: Final = {
+    0: "AIC",
+    1: "AIV",
+    3: "Notify Wait",
+    4: "Notify Record",
+    5: "Write Value",
+    6: "MIX_AIC",
+    7: "MIX_AIV",
+    8: "SDMA",
+    9: "Data Context",
+    10: "Invalidate Data Context",
+    11: "Writeback Data Context",
+    12: "AI_CPU",
+    13: "Load Context",
+    15: "DSA",
+}
+
+
+def _subtask_tasks(
+    subtasks: list[SubtaskRecord], clock: DeviceClock, folder: str, expanded: bool
+) -> list[_DeviceTask]:
+    """FFTS+ subtasks (contexts) as device tasks: start and end paired per (stream, task,
+    subtask, thread) in time order, an end before its start dropped."""
+    timed: list[tuple[float, int, int, SubtaskRecord]] = []
+    for rec in subtasks:
+        if rec.sqe_type >= len(SQE_TYPES) or rec.subtask_type not in SUBTASK_TYPES:
+            raise DeclinedError(
+                DeclineReason.UNKNOWN_RECORD,
+                f"{folder} FFTS+ subtask with SQE type {rec.sqe_type}, subtask type {rec.subtask_type}",
+            )
+        stream, task = stream_task_ids(rec.stream_id, rec.task_id, rec.sqe_type, expanded)
+        timed.append((clock.ns(rec.counter), stream, task, rec))
+    timed.sort(key=lambda item: item[0])
+    groups: dict[tuple[int, int, int, int], tuple[list[Any], list[Any]]] = {}
+    for item in timed:
+        rec = item[3]
+        starts, ends = groups.setdefault((item[1], item[2], rec.subtask_id, rec.thread_id), ([], []))
+        (starts if rec.function == FUNCTION_SUBTASK_START else ends).append(item)
+    matched: list[_DeviceTask] = []
+    for starts, ends in groups.values():
+        i = j = 0
+        while i < len(starts) and j < len(ends):
+            s_time, stream, task, s_rec = starts[i]
+            e_time, _, _, e_rec = ends[j]
+            if s_time > e_time:
+                j += 1
+                continue
+            name = SUBTASK_TYPES[s_rec.subtask_type]
+            matched.append(
+                _DeviceTask(
+                    stream,
+                    task,
+                    s_rec.subtask_id,
+                    name,
+                    s_time,
+                    e_time - s_time,
+                    s_rec.counter,
+                    e_rec.counter,
+                )
+            )
+            i += 1
+            j += 1
+        for _s_time, _stream, _task, s_rec in starts[i:]:
+            if SUBTASK_TYPES[s_rec.subtask_type] == "Notify Wait":
+                # The exporter lists it with duration 0; no real run shows one.
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED, f"{folder}: a Notify Wait subtask that never ended"
+                )
+    matched.sort(key=lambda t: t.start)
+    return matched
+
+
+class _Ascend(NamedTuple):
+    """A top-down task: a device task and its host task (either may be missing)."""
+
+    stream_id: int
+    task_id: int
+    context_id: int
+    batch_id: int
+    start: float  # -1 when the device never ran it
+    duration: float
+    host_type: str
+    device_type: str
+    start_cycles: int
+    end_cycles: int
+
+
+def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: str) -> list[_Ascend]:
+    """Device tasks matched with host tasks on (stream, task, context, batch), in start order;
+    unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
+    UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
+    hosts: dict[tuple[int, int, int, int], HostTask] = {}
+    for h in host:
+        key = (h.stream_id, h.task_id, h.context_id, h.batch_id)
+        if key in hosts:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS, f"{folder}: two host tasks of stream {key[0]} task {key[1]}"
+            )
+        hosts[key] = h
+    devices: dict[tuple[int, int, int, int], _DeviceTask] = {}
+    for t in device:
+        key = (t.stream_id, t.task_id, t.context_id, 0)
+        if key in devices:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS, f"{folder}: two device tasks of stream {key[0]} task {key[1]}"
+            )
+        devices[key] = t
+    out: list[_Ascend] = []
+    for key, t in devices.items():
+        found = hosts.get(key)
+        host_type = found.task_type if found is not None else UNKNOWN
+        out.append(_Ascend(*key, t.start, t.duration, host_type, t.sqe_type, t.start_cycles, t.end_cycles))
+    for key, h in hosts.items():
+        if key not in devices:
+            out.append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
+    out.sort(key=lambda a: a.start)
+    return out
+
+
+def _check_ties(starts: Iterable[float], folder: str, what: str) -> None:
+    seen: set[float] = set()
+    for start in starts:
+        if start in seen:
+            # The exporter orders equal starts by set iteration and SQLite's sorter.
+            raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}: two {what} rows start at the same time")
+        seen.add(start)
+
+
+def _task_type(host_type: str, device_type: str) -> str:
+    if host_type == "FFTS_PLUS":
+        return device_type
+    if host_type == UNKNOWN:
+        return device_type  # SQE names are never digits here
+    return host_type
+
+
+class _Row(NamedTuple):
+    """One op_summary row and the device task it stands for."""
+
+    raw: RawTask
+    ascend: _Ascend
+
+
+class _Device:
+    """One device's exported rows: op_summary at once, task_time when asked."""
+
+    def __init__(
+        self,
+        dev: DevicePlan,
+        clock: DeviceClock,
+        ascend: list[_Ascend],
+        host: list[HostTask],
+        ge: dict[tuple[int, int, int, int], list[GeTask]],
+        hashes: Mapping[str, str],
+        level0: bool,
+    ) -> None:
+        self.dev = dev
+        self.clock = clock
+        self.ascend = ascend
+        self.host = host
+        self.ge = ge
+        self.op_rows = self._op_summary(hashes, level0)
+        self._types: dict[int, tuple[str, str]] | None = None
+        self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
+
+    def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
+        """op_summary: the device tasks joined with their GE tasks, in start order."""
+        joined: list[tuple[_Ascend, GeTask]] = []
+        for a in self.ascend:
+            if a.start == -1:
+                continue
+            for g in self.ge.get((a.stream_id, a.task_id, a.batch_id, a.context_id), []):
+                if g.task_type not in ("WRITE_BACK", "INVALID"):
+                    joined.append((a, g))
+        _check_ties((a.start for a, _ in joined), self.dev.folder, "op_summary")
+        joined.sort(key=lambda item: item[0].start)
+        rows: list[_Row] = []
+        clock = self.clock
+        for a, g in joined:
+            duration = round(a.duration / 1000.0, 3)
+            start = clock.local(a.start)
+            if not clock.kept(start, duration):
+                continue
+            raw = RawTask(
+                self.dev.device,
+                a.stream_id,
+                a.task_id,
+                a.batch_id,
+                hashes.get(g.op_name, g.op_name),
+                g.task_type,
+                g.task_type,
+                duration,
+                a.duration,
+                int(decimal.Decimal(start) * 1000),
+                a.start_cycles,
+                a.end_cycles,
+                None if level0 else g.block_num,
+                None if level0 else g.mix_block_num,
+            )
+            rows.append(_Row(raw, a))
+        if len(rows) >= CSV_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} op_summary rows"
+            )
+        return rows
+
+    def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
+        """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
+        that a task with FFTS+ contexts above 0 is left out and of a MIX task (contexts "invalid"
+        and 0) only context 0 is kept, as the exporter's task_time view does."""
+        if self._kept_groups is None:
+            ran = [a for a in self.ascend if a.device_type != UNKNOWN]
+            groups: dict[tuple[int, int, int], list[_Ascend]] = {}
+            for a in ran:
+                groups.setdefault((a.stream_id, a.task_id, a.batch_id), []).append(a)
+            kept: dict[tuple[int, int, int], list[_Ascend]] = {}
+            for key, group in groups.items():
+                if len(group) > 1:
+                    if any(a.context_id not in (0, INVALID_CONTEXT) for a in group):
+                        continue  # an FFTS+ task: not in task_time
+                    if any(a.context_id == 0 for a in group):
+                        group = [a for a in group if a.context_id == 0]
+                kept[key] = group
+            self._kept_groups = kept
+        return self._kept_groups
+
+    def task_time_cells(self) -> dict[int, tuple[str, str]]:
+        """Per listed device task (by identity): task_time's (kernel_name, kernel_type)."""
+        if self._types is None:
+            ge_info = {k: v[-1] for k, v in self.ge.items()}
+            names = {
+                (h.stream_id, h.task_id, h.batch_id, h.context_id): h.kernel_name
+                for h in sorted(self.host, key=lambda h: h.timestamp)
+            }
+            types: dict[int, tuple[str, str]] = {}
+            for group in self._groups().values():
+                for a in group:
+                    key = (a.stream_id, a.task_id, a.batch_id, a.context_id)
+                    op = ge_info.get(key)
+                    name = names.get(key) or (op.op_name if op is not None else NA)
+                    op_type = op.task_type if op is not None else None
+                    if op_type is not None and op_type != NA:
+                        ttype = op_type
+                    else:
+                        ttype = _task_type(a.host_type, a.device_type)
+                    types[id(a)] = (name, ttype)
+            self._types = types
+        return self._types
+
+    def joined_type(self, row: _Row) -> str | None:
+        """The type the library's level-0 join gives an op_summary row, or None.
+
+        It looks the row up in task_time by (device, stream, task id, printed start), with a
+        key seen twice with different types counting as unknown. What is accepted has batch id
+        0 only, so the candidates are the listed tasks of the row's (stream, task); the row's own
+        device task prints the same start (same time, same arithmetic) and passes the same
+        start filter, others are printed and filtered here.
+        """
+        a = row.ascend
+        found: str | None = None
+        cells = self.task_time_cells()
+        for b in self._groups().get((a.stream_id, a.task_id, a.batch_id), []):
+            if b is not a:
+                start = self.clock.local(b.start)
+                if not self.clock.kept(start, round(b.duration / 1000.0, 3)):
+                    continue
+                if int(decimal.Decimal(start) * 1000) != row.raw.start_ns:
+                    continue
+            ttype = cells[id(b)][1]
+            if ttype in CONTROL_TYPES:
+                continue
+            if found is not None and found != ttype:
+                return None
+            found = ttype
+        return found
+
+    def task_time_rows(self) -> list[RawTask]:
+        """task_time: the listed tasks in printed-start order, filtered as exported."""
+        cells = self.task_time_cells()
+        clock = self.clock
+        listed = [a for group in self._groups().values() for a in group]
+        # Only the order of task_time's rows depends on how equal starts are ordered.
+        _check_ties((a.start for a in listed), self.dev.folder, "task_time")
+        printed = sorted(((clock.local(a.start), a) for a in listed), key=lambda item: item[0])
+        rows: list[RawTask] = []
+        for start, a in printed:
+            duration = round(a.duration / 1000.0, 3)
+            if not clock.kept(start, duration):
+                continue
+            name, ttype = cells[id(a)]
+            rows.append(
+                RawTask(
+                    self.dev.device,
+                    a.stream_id,
+                    a.task_id,
+                    a.batch_id,
+                    name,
+                    ttype,
+                    ttype,
+                    duration,
+                    a.duration,
+                    int(decimal.Decimal(start) * 1000),
+                    a.start_cycles,
+                    a.end_cycles,
+                )
+            )
+        if len(rows) >= CSV_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} task_time rows"
+            )
+        return rows
+
+
+def _device(
+    dev: DevicePlan,
+    files: Mapping[str, bytes],
+    tables: HostTables,
+    hashes: Mapping[str, str],
+    *,
+    expanded: bool,
+    all_export: bool,
+    level0: bool,
+    check_info: Callable[[Mapping[str, object], str], None],
+) -> _Device:
+    folder = dev.folder
+    info = json_object(files[dev.info], f"{folder}/info.json")
+    check_info(info, folder)
+    devices_field = str(info.get("devices", ""))
+    if devices_field != str(dev.device):
+        raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}/info.json says devices={devices_field!r}")
+    clock = _clock(
+        info,
+        key_values(files[dev.dev_start], f"{folder}/dev_start.log"),
+        ini_first_section(files[dev.host_start], f"{folder}/host_start.log"),
+        json_object(files[dev.start_info], f"{folder}/start_info"),
+        folder,
+    )
+    stars, subtasks = stars_records(joined(files[p] for p in dev.stars))
+    device_tasks = _device_tasks(stars, clock, folder, expanded)
+    if subtasks:
+        if not level0:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, f"{folder}: FFTS+ subtasks (MIX kernels) at task time level 1"
+            )
+        device_tasks += _subtask_tasks(subtasks, clock, folder, expanded)
+    if dev.ts_track:
+        flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
+        if all_export:
+            first: dict[int, float] = {}
+            for flip in flips:
+                at = clock.ns(flip.counter)
+                first[flip.stream_id] = min(first.get(flip.stream_id, at), at)
+            for task in device_tasks:
+                limit = first.get(task.stream_id)
+                if limit is not None and task.start >= limit:
+                    raise DeclinedError(
+                        DeclineReason.UNSUPPORTED,
+                        f"{folder}: task ids of stream {task.stream_id} wrapped around",
+                    )
+    host = [h for h in tables.host_tasks if h.device_id == dev.device]
+    ascend = _top_down(host, device_tasks, folder)
+    ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
+    for g in tables.ge_tasks:
+        if g.device_id == dev.device:
+            ge.setdefault((g.stream_id, g.task_id, g.batch_id, g.context_id), []).append(g)
+    return _Device(dev, clock, ascend, host, ge, hashes, level0)
+
+
+def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False) -> RawResult:
+    """The tasks the library would read after a real ``msprof.py export summary`` of the run.
+
+    *with_task_time*: also give every task_time row (``RawResult.task_time``).
+
+    :raises DeclinedError: for anything not verified against the real exporter
+    """
+    host_info = json_object(files[plan.host_info], "host/info.json")
+    host_sample = json_object(files[plan.host_sample], "host/sample.json")
+    platform = str(host_info.get("platform_version", ""))
+    driver = host_info.get("drvVersion", 0)
+    if not isinstance(driver, int):
+        raise DeclinedError(DeclineReason.UNKNOWN_PLATFORM, f"drvVersion {driver!r}")
+    if str(host_info.get("version", "")) != COLLECTION_VERSION:
+        raise DeclinedError(
+            DeclineReason.UNKNOWN_PLATFORM, f"collection version {host_info.get('version')!r}"
+        )
+    if platform == PLATFORM_910B and driver >= ALL_EXPORT_VERSION:
+        all_export = True
+    elif platform == PLATFORM_310B and driver < ALL_EXPORT_VERSION:
+        all_export = False
+    else:
+        raise DeclinedError(
+            DeclineReason.UNKNOWN_PLATFORM,
+            f"platform_version {platform!r} with drvVersion {driver} (verified: 910B '5' from "
+            f"{ALL_EXPORT_VERSION}, 310B '7' below it)",
+        )
+    if str(host_sample.get("devices", "")) != "64":
+        # The exporter ignores such a host folder without a word.
+        raise DeclinedError(
+            DeclineReason.UNSUPPORTED, f"host/sample.json devices={host_sample.get('devices')!r}"
+        )
+    level0 = _level(host_sample) in LEVEL0_NAMES
+
+    def check_info(info: Mapping[str, object], folder: str) -> None:
+        if str(info.get("platform_version", "")) != platform or info.get("drvVersion") != driver:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS, f"{folder}/info.json and host/info.json disagree on the chip"
+            )
+
+    hashes: dict[str, str] = {}
+    for path in plan.host_data.get("hash_dic", ()):
+        hash_dic(files[path], hashes)
+    types: dict[str, dict[str, str]] = {}
+    for path in plan.host_data.get("type_info_dic", ()):
+        type_info_dic(files[path], types)
+    host = HostRecords(hashes, types)
+    host.apis = api_records(joined(files[p] for p in plan.host_data.get("api_event", ())))
+    host.tracks = task_track_records(joined(files[p] for p in plan.host_data["task_track"]))
+    basics = plan.host_data.get("node_basic_info", ())
+    if basics and basics[0].split("/")[-1].startswith("unaging"):
+        raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
+    host.node_basics = node_basic_records(joined(files[p] for p in basics))
+    host.contexts = context_records(joined(files[p] for p in plan.host_data.get("context_id_info", ())))
+    host.tensors = header_records(
+        joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
+    )
+    if not level0 and not host.node_basics:
+        raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
+    tables = host_tables(host, level0=level0, all_export=all_export)
+    expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
+
+    outputs = [
+        _device(
+            dev,
+            files,
+            tables,
+            hashes,
+            expanded=expanded,
+            all_export=all_export,
+            level0=level0,
+            check_info=check_info,
+        )
+        for dev in plan.devices
+    ]
+    op_rows = [row for out in outputs for row in out.op_rows]
+    task_time = (
+        tuple(t for out in outputs for t in out.task_time_rows()) if with_task_time or not op_rows else None
+    )
+    if op_rows:
+        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
+    assert task_time is not None
+    tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
+    if not tasks:
+        raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
+    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None)
+
+
+def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:
+    """Whether streams are "expanded": the first ``expand_stream_spec`` record's status byte."""
+    for path in paths:
+        found = list(records(files[path], HOST_COMPACT_SIZE))
+        if found:
+            status = found[0][24]
+            if status not in (0, 1):
+                raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"expand_stream_spec status {status}")
+            return status == 1
+    return False
+
+
+def _level(sample: Mapping[str, object]) -> str:
+    level = sample.get("profLevel")
+    return str(level if level else sample.get("prof_level"))
+
+
+def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
+    """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._reader.RunReader` does.
+
+    See :meth:`_Device.joined_type`; the equality with the CSV path is tested on every real run.
+    """
+    rows = [row for out in outputs for row in out.op_rows]
+    unknown = [row.raw.csv_type == NA for row in rows]
+    if not any(unknown):
+        return [row.raw for row in rows]
+    if not all(unknown):
+        # The library decides per CSV batch whether to join: mixed files depend on chunking.
+        raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
+    out: list[RawTask] = []
+    for device in outputs:
+        for row in device.op_rows:
+            found = device.joined_type(row)
+            out.append(row.raw._replace(type=found) if found is not None and found != NA else row.raw)
+    return out
