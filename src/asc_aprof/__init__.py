@@ -26,6 +26,7 @@ from ._errors import (
 )
 from ._parser import TaskParser
 from ._profiler import Profiler
+from ._progress import ProgressEvent
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._toolkit import Toolkit
 from ._version import __version__
@@ -45,6 +46,7 @@ __all__ = (
     "ProfilerConfig",
     "ProfilingResult",
     "ProfilingTask",
+    "ProgressEvent",
     "SweepItem",
     "TaskParser",
     "Toolkit",
