@@ -600,7 +600,11 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         help="run msprof.py export on runs, concurrently",
         formatter_class=fmt_cls,
-        epilog="example:\n  asc-aprof export ./prof_out --jobs 4",
+        epilog=(
+            "examples:\n  asc-aprof export ./prof_out --jobs 4\n"
+            "  asc-aprof export ./prof_out --timeline   # prints each msprof_<time>.json; open it in\n"
+            "                                           # https://ui.perfetto.dev or chrome://tracing"
+        ),
     )
     export.add_argument("paths", nargs="+", metavar="PATH", help="result directory or PROF_* run")
     export.add_argument(
