@@ -246,3 +246,19 @@ def test_the_simulator_is_picked_by_the_variable_the_readme_names(
     ).stdout.strip()
     assert Toolkit.from_root(root).library == sim.toolkit().library
 
+
+
+# -- the real-data conformance tests on a plain clone -----------------------------------------------
+def test_real_data_tests_all_skip_with_the_reason_that_explains_them() -> None:
+    from . import test_parser, test_parser_accel
+    from .reference import SKIP_REASON
+
+    assert SKIP_REASON.startswith("real-CANN conformance tests need the reference data")
+    assert "CI runs them" in SKIP_REASON and "ASC_APROF_REFERENCE" in SKIP_REASON
+    for test in (
+        test_parser.test_real_msprof_files,
+        test_parser.test_real_file_values,
+        test_parser_accel.test_real_msprof_files_parse_identically,
+    ):
+        reasons = [m.kwargs.get("reason") for m in getattr(test, "pytestmark", []) if m.name == "skipif"]
+        assert reasons == [SKIP_REASON], test.__name__
