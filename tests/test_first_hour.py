@@ -54,14 +54,29 @@ def test_a_run_deleted_by_cleanup_true_says_so(toolkit: Toolkit) -> None:
         with pytest.raises(UsageError) as info:
             look_up(run.run_id)
         assert str(info.value) == expected
-    with pytest.raises(UsageError) as info:
-        profiler.store_last_result()
-    assert str(info.value) == (
-        f"no PROF_* run in {profiler.result_path}: the last one, {run.run_id}, was deleted by "
-        f"{BY_CLEANUP_TRUE}. {KEEP_HINT}"
-    )
     with pytest.raises(UsageError, match=r"^no run 'PROF_000001_20300101000000000_00000001AAAAAAAA' in "):
         profiler.store_result("PROF_000001_20300101000000000_00000001AAAAAAAA")  # never existed
+
+
+def test_store_last_result_after_cleanup_true_says_so(sim_root: Path) -> None:
+    # a process of its own: the temporary root holds only this profiler's (deleted) run
+    code = (
+        "from asc_aprof import Profiler, UsageError, sim\n"
+        "profiler = Profiler(toolkit=sim.toolkit())\n"
+        "with profiler.profile() as run:\n"
+        "    sim.launch('k')\n"
+        "try:\n"
+        "    profiler.store_last_result()\n"
+        "except UsageError as exc:\n"
+        "    print(profiler.result_path, run.run_id, exc, sep='\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    root, run_id, message = done.stdout.splitlines()
+    assert message == (
+        f"no PROF_* run in {root}: the last one, {run_id}, was deleted by {BY_CLEANUP_TRUE}. {KEEP_HINT}"
+    )
 
 
 def test_a_run_deleted_by_cleanup_says_cleanup(toolkit: Toolkit) -> None:
