@@ -1,10 +1,63 @@
-"""Build hook for the optional C accelerator; the project metadata lives in pyproject.toml.
+"""Build hooks: the optional C accelerator and the simulated libmsprofiler.so; metadata is in pyproject.toml.
 
-``optional=True``: where the extension cannot be compiled (no compiler, no Python headers), the
-install still succeeds and asc_aprof parses in pure Python.
+Both are optional: where they cannot be compiled (no compiler, no Python headers), the install
+still succeeds, asc_aprof parses in pure Python, and the simulated toolkit compiles its library
+on first use instead (which then needs a compiler). The simulated library is built by the same
+command as that run-time fallback (``src/asc_aprof/sim/_buildspec.py``, loaded here by path
+because the package cannot be imported while it is being built).
 """
 
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+SIM_PACKAGE = Path("asc_aprof") / "sim"
+
+
+def _buildspec() -> ModuleType:
+    path = HERE / "src" / SIM_PACKAGE / "_buildspec.py"
+    spec = importlib.util.spec_from_file_location("_asc_aprof_sim_buildspec", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class BuildExtWithSimulator(build_ext):
+    """``build_ext`` plus the simulated libmsprofiler.so, placed in the package's sim/ directory."""
+
+    def run(self) -> None:
+        super().run()
+        self._sim_outputs: list[str] = []
+        spec = _buildspec()
+        target = Path(self.build_lib) / SIM_PACKAGE
+        try:
+            built = spec.build_prebuilt(target)
+        except spec.CompileFailure as exc:
+            print(
+                "warning: asc-aprof: the simulated libmsprofiler.so was not built, so the simulated "
+                f"toolkit will compile it on first use (that needs a C compiler): {exc}",
+                file=sys.stderr,
+            )
+            return
+        if self.inplace:  # editable install: the package is the source tree
+            source = HERE / "src" / SIM_PACKAGE
+            for path in built:
+                shutil.copyfile(path, source / path.name)
+            built = [source / path.name for path in built]
+        self._sim_outputs = [str(path) for path in built]
+
+    def get_outputs(self) -> list[str]:
+        return [*super().get_outputs(), *getattr(self, "_sim_outputs", [])]
+
 
 setup(
     ext_modules=[
@@ -15,5 +68,6 @@ setup(
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
         )
-    ]
+    ],
+    cmdclass={"build_ext": BuildExtWithSimulator},
 )

@@ -6,12 +6,13 @@ Every test runs twice: on the pure-Python row loop and on the C accelerator.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from asc_aprof import ParseError, ProfilingTask, TaskParser, _parser
 from asc_aprof._parser import parse_bytes
+
+from .reference import REAL_CSV, needs_real_csv
 
 NOT_BUILT = "asc_aprof._cparser is not built (no C compiler at install time): pure Python only"
 
@@ -34,8 +35,6 @@ def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     assert TaskParser().accelerated is accelerated
     yield accelerated
 
-
-REAL_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "real_csv"
 
 NEW_HEADER = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
@@ -215,7 +214,7 @@ REAL_EXPECTED = {
 }
 
 
-@pytest.mark.skipif(not REAL_CSV.is_dir(), reason="../shared/reference/real_csv is not beside this checkout")
+@needs_real_csv
 @pytest.mark.parametrize("name", sorted(REAL_EXPECTED))
 def test_real_msprof_files(name: str) -> None:
     data = (REAL_CSV / name).read_bytes()
@@ -226,7 +225,7 @@ def test_real_msprof_files(name: str) -> None:
     assert (parser.kind, len(tasks), parser.skipped) == (kind, count, skipped)
 
 
-@pytest.mark.skipif(not REAL_CSV.is_dir(), reason="../shared/reference/real_csv is not beside this checkout")
+@needs_real_csv
 def test_real_file_values() -> None:
     tasks = parse_bytes(
         (REAL_CSV / "hansheng1001__AscendCContest__op_summary_20240418055200.csv").read_bytes()

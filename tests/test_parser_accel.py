@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from asc_aprof import ParseError, ProfilingTask, TaskParser, _parser
 from asc_aprof._parser import DEFAULT_MAX_LINE_LENGTH
 
+from .reference import REAL_CSV, needs_real_csv
 from .reliability.test_parser_fuzz import (
     LAYOUTS,
     OLD_LAYOUT_DEVICE,
@@ -40,7 +41,7 @@ from .reliability.test_parser_fuzz import (
     quoted_docs,
     splits,
 )
-from .test_parser import NEW_HEADER, REAL_CSV, new_row
+from .test_parser import NEW_HEADER, new_row
 
 pytestmark = pytest.mark.skipif(
     _parser._parse_rows is None,
@@ -456,7 +457,7 @@ def test_environment_switch(value: str | None, expected: str) -> None:
 # -- real files and the C source -----------------------------------------------------------------
 
 
-@pytest.mark.skipif(not REAL_CSV.is_dir(), reason="../shared/reference/real_csv is not beside this checkout")
+@needs_real_csv
 @pytest.mark.parametrize("name", sorted(p.name for p in REAL_CSV.glob("*.csv")) if REAL_CSV.is_dir() else [])
 def test_real_msprof_files_parse_identically(name: str) -> None:
     data = (REAL_CSV / name).read_bytes()

@@ -31,6 +31,7 @@ from ._errors import (
 )
 from ._parser import TaskParser
 from ._profiler import Profiler
+from ._progress import ProgressEvent
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._toolkit import Toolkit
 from ._version import __version__
@@ -56,6 +57,7 @@ __all__ = (
     "ProfilerConfig",
     "ProfilingResult",
     "ProfilingTask",
+    "ProgressEvent",
     "StopReason",
     "SweepItem",
     "SweepItems",

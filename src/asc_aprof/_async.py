@@ -92,7 +92,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
                     per_device.setdefault(task.device, []).append(task)
         return await _freeze(per_device)
     with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root)
+        await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root, step.reason)
     return None
 
 
@@ -307,8 +307,11 @@ class AsyncProfiler(ProfilerBase):
         self._manual = call
         mark_manual_start(call)
 
-    async def stop(self) -> None:
+    async def stop(self) -> ProfileRun:
         """Stop collecting (finalize when no other collection waits).
+
+        :return: the run's :class:`ProfileRun` (``run_id``, ``run_dir``, ``device``; ``result`` is
+            None: export and parse it with :meth:`export` and :meth:`store_result`)
 
         Cancellation does not interrupt it: stop/destroy/finalize are awaited shielded, bounded
         by ``call_timeout``.
@@ -316,7 +319,7 @@ class AsyncProfiler(ProfilerBase):
         call, self._manual = self._manual, None
         if call is None:
             raise UsageError("stop() called without start()")
-        await drive_async(call.stop())
+        return await drive_async(call.stop())
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:
         """Export one run (default: the newest) with ``msprof.py export summary``.

@@ -174,6 +174,12 @@ class SharedResult:
             self._removal_claimed = wanted
             return wanted
 
+    @property
+    def cleanup_requested(self) -> bool:
+        """``cleanup()`` asked for the run's removal."""
+        with self._lock:
+            return self._cleanup_requested
+
     def settled(self) -> bool:
         """Every consumer has had its share (nobody still needs the run)."""
         with self._lock:
@@ -249,15 +255,49 @@ def make_dirs(path: Path, mode: int = 0o750) -> None:
             directory.mkdir(mode=mode)
 
 
-def remove_run_dir(run_dir: Path, root: Path) -> bool:
+#: Why a run was deleted: its result had been parsed and every caller asked for it with
+#: ``cleanup=True`` (the default), or ``cleanup()`` asked.
+REMOVED_BY_CLEANUP_TRUE: Final = (
+    "cleanup=True (the default of profile() and sweep()), after its result was parsed"
+)
+REMOVED_BY_CLEANUP_CALL: Final = "cleanup()"
+_REMOVED_MEMORY: Final = 4096
+
+# Runs this process deleted, with the reason, so a later look-up can say why a run is gone.
+_removed: dict[Path, str] = {}  # guarded by _removed_lock; oldest first, at most _REMOVED_MEMORY
+_removed_lock = threading.Lock()
+
+
+def remove_run_dir(run_dir: Path, root: Path, reason: str = REMOVED_BY_CLEANUP_CALL) -> bool:
     """Delete a run the library created, never following a symlink out of *root*.
+
+    The deletion and its *reason* are remembered (see :func:`removal_reason`).
 
     :return: whether a directory was removed
     """
     if run_dir.is_symlink() or not run_dir.is_dir() or run_dir.parent.resolve() != root.resolve():
         return False
     shutil.rmtree(run_dir, ignore_errors=True)
-    return not run_dir.exists()
+    if run_dir.exists():
+        return False
+    with _removed_lock:
+        _removed.pop(run_dir, None)
+        _removed[run_dir] = reason
+        while len(_removed) > _REMOVED_MEMORY:
+            del _removed[next(iter(_removed))]
+    return True
+
+
+def removal_reason(run_dir: Path) -> str | None:
+    """Why this process deleted *run_dir* (None when it did not, or has forgotten)."""
+    with _removed_lock:
+        return _removed.get(run_dir)
+
+
+def removed_runs_in(root: Path) -> list[tuple[Path, str]]:
+    """The runs this process deleted directly under *root*, oldest first, with the reasons."""
+    with _removed_lock:
+        return [(path, why) for path, why in _removed.items() if path.parent == root]
 
 
 class _CallThread:
@@ -531,7 +571,7 @@ class Collector:
         window.stopped.set()
         if window.claim_removal() and window.run_dir is not None:
             # cleanup() asked while the collection still ran, and no caller is left to do it
-            remove_run_dir(window.run_dir, window.key.result_path)
+            remove_run_dir(window.run_dir, window.key.result_path, REMOVED_BY_CLEANUP_CALL)
         with self._lock:
             self._active = None
             self._kick_locked()

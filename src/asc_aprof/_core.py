@@ -19,13 +19,16 @@ from pathlib import Path
 from ._binding import ProfileTypes, combine_profile_types
 from ._collector import (
     DEFAULT_CALL_TIMEOUT,
+    REMOVED_BY_CLEANUP_CALL,
     Participant,
     Window,
     WindowKey,
     check_path_text,
     check_result_dir,
     get_collector,
+    removal_reason,
     remove_run_dir,
+    removed_runs_in,
 )
 from ._discovery import discover_toolkit
 from ._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
@@ -46,6 +49,12 @@ _inside_profile: contextvars.ContextVar[bool] = contextvars.ContextVar(
 #: The manual start() of this task or thread whose stop() has not come yet.
 _manual_start: contextvars.ContextVar[Call | None] = contextvars.ContextVar(
     "asc_aprof_manual_start", default=None
+)
+
+_KEEPING_RUNS = (
+    "Runs in the library's temporary root last at most until the process exits (the root is removed "
+    "then): to read a run again, pass cleanup=False; to keep it, give the profiler a result_path "
+    "(runs in a path you give are never deleted)"
 )
 
 _NESTING = (
@@ -240,7 +249,17 @@ class ProfilerBase:
 
     # -- runs ----------------------------------------------------------------------------------------
     def _run_dir(self, run_id: str | os.PathLike[str]) -> Path:
-        return resolve_run(self.result_path, run_id)
+        try:
+            return resolve_run(self.result_path, run_id)
+        except UsageError:
+            name = os.fspath(run_id)
+            why = removal_reason(self.result_path / name) if name and Path(name).name == name else None
+            if why is None:
+                raise
+            raise UsageError(
+                f"run {name!r} is gone from {self.result_path}: it was deleted by {why}. "
+                f"{_KEEPING_RUNS}"
+            ) from None
 
     def _last_run_dir(self) -> Path:
         # This profiler's own runs in the order the collector started them (names and clocks can
@@ -252,6 +271,13 @@ class ProfilerBase:
             return newest
         runs = list_runs(self.result_path)
         if not runs:
+            removed = removed_runs_in(self.result_path)
+            if removed:
+                path, why = removed[-1]
+                raise UsageError(
+                    f"no PROF_* run in {self.result_path}: the last one, {path.name}, was deleted by "
+                    f"{why}. {_KEEPING_RUNS}"
+                )
             raise UsageError(f"no PROF_* run in {self.result_path}")
         return runs[-1]
 
@@ -270,7 +296,7 @@ class ProfilerBase:
             window.shared.request_cleanup()
             if window.claim_removal():
                 assert window.run_dir is not None
-                if remove_run_dir(window.run_dir, self.result_path):
+                if remove_run_dir(window.run_dir, self.result_path, REMOVED_BY_CLEANUP_CALL):
                     removed.append(window.run_dir)
             elif not window.is_stopped() or not window.shared.settled():
                 kept.append(window)  # removed when done; kept here for store_last_result()

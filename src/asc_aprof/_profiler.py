@@ -57,7 +57,7 @@ def perform(step: Step) -> Any:
             return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         return {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(step.files)).items()}
-    remove_run_dir(step.run_dir, step.root)
+    remove_run_dir(step.run_dir, step.root, step.reason)
     return None
 
 
@@ -111,15 +111,18 @@ class Profiler(ProfilerBase):
         self._manual = call
         mark_manual_start(call)
 
-    def stop(self) -> None:
+    def stop(self) -> ProfileRun:
         """Stop collecting; ``aclprofFinalize`` runs when no other collection is waiting.
 
+        :return: the run's :class:`ProfileRun` (``run_id``, ``run_dir``, ``device``; ``result`` is
+            None: export and parse it with :meth:`export` and :meth:`store_result`). Upstream
+            returns None, so code written for it is unaffected.
         :raises AclError: when stop or destroy failed (finalize still ran: no device is left running)
         """
         call, self._manual = self._manual, None
         if call is None:
             raise UsageError("stop() called without start()")
-        drive(call.stop())
+        return drive(call.stop())
 
     def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:
         """Run ``msprof.py export summary`` (and ``timeline`` if asked) on one run.

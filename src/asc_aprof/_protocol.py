@@ -33,17 +33,25 @@ sweep runs the async driver. The rules:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._collector import Claim, Participant, Window, get_collector
+from ._collector import (
+    REMOVED_BY_CLEANUP_CALL,
+    REMOVED_BY_CLEANUP_TRUE,
+    Claim,
+    Participant,
+    Window,
+    get_collector,
+)
 from ._errors import AprofError
 from ._latch import Latch
 from ._layout import CsvFile
 from ._raw import Declined, RawResult, Reader, raw_or_fallback
-from ._records import ProfilingResult, ProfilingTask, make_result
+from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask, make_result
 from ._toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -88,15 +96,21 @@ class ReadRaw:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Remove:
-    """Delete *run_dir*, a run of the library's temporary root *root* (never followed out of it)."""
+    """Delete *run_dir*, a run of the library's temporary root *root* (never followed out of it).
+
+    *reason* is remembered, so a later look-up of the run can say who deleted it.
+    """
 
     run_dir: Path
     root: Path
+    reason: str
 
 
 Step = Wait | ReadRaw | Export | Parse | Remove
 #: A protocol phase: yields steps, is sent their outcomes, returns *T*.
 Steps = Generator[Step, Any, T]
+
+logger = logging.getLogger("asc_aprof")
 
 START = "aclprofInit/aclprofStart"
 STOP = "aclprofStop/aclprofFinalize"
@@ -146,11 +160,13 @@ class Call:
         """The body ended normally: leave as a consumer of the window's result."""
         get_collector().leave(self.participant, consume=True)
 
-    def stop(self) -> Steps[None]:
-        """The manual ``stop()``: leave without a share and wait for the stop."""
+    def stop(self) -> Steps[ProfileRun]:
+        """The manual ``stop()``: leave without a share, wait for the stop; the run's handle."""
         get_collector().leave(self.participant)
         yield from self._wait_stopped()
-        self.profiler._stopped_run_dir(self.window)
+        run_dir = self.profiler._stopped_run_dir(self.window)
+        self.run.run_dir, self.run.run_id = run_dir, run_dir.name
+        return self.run
 
     def finish(self, cleanup: bool) -> Steps[ProfilingResult]:
         """After :meth:`leave`: wait for the stop, get the shared result, vote on the run's deletion."""
@@ -164,13 +180,17 @@ class Call:
         except BaseException:
             window.shared.release(False)  # an error or cancellation keeps the raw data
             if window.claim_removal() and window.run_dir is not None:
-                yield Remove(window.run_dir, window.key.result_path)  # cleanup() asked meanwhile
+                # cleanup() asked meanwhile
+                yield Remove(window.run_dir, window.key.result_path, REMOVED_BY_CLEANUP_CALL)
             raise
         window.shared.release(cleanup)
         if window.claim_removal():
-            yield Remove(run_dir, window.key.result_path)
+            why = REMOVED_BY_CLEANUP_CALL if window.shared.cleanup_requested else REMOVED_BY_CLEANUP_TRUE
+            yield Remove(run_dir, window.key.result_path, why)
         self.run.run_dir, self.run.run_id, self.run.result = run_dir, result.run_id, result
         self.profiler.last_result = result
+        if all(task.type in CONTROL_TASK_TYPES for task in result.tasks):
+            _log_no_kernel(result, self.device)
         return result
 
     # -- pieces ---------------------------------------------------------------------------------
@@ -224,3 +244,20 @@ class Call:
             else:
                 shared.publish(tasks, None)
             return
+
+
+def _log_no_kernel(result: ProfilingResult, device: int) -> None:
+    """Say that a collection recorded no kernel: its tasks (if any) are CANN's control tasks."""
+    types: dict[str, int] = {}
+    for task in result.tasks:
+        types[task.type] = types.get(task.type, 0) + 1
+    what = ", ".join(f"{count} {kind}" for kind, count in types.items()) or "no task at all"
+    logger.warning(
+        "the collection on device %d recorded no kernel: run %s has %s (CANN control tasks, name N/A, "
+        "which never count for task_time_median); launch the kernels inside the profile() block, "
+        "on device %d",
+        device,
+        result.run_id,
+        what,
+        device,
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, NamedTuple
 
@@ -28,6 +29,21 @@ AICORE_TASK_TYPES: Final = frozenset(
 
 #: The type op_summary gives every task at task time level 0 (the run's task_time has the real one).
 UNKNOWN_TASK_TYPE: Final = "N/A"
+
+#: Tasks CANN schedules around a collection, not kernels (name ``N/A``). Real runs show them in
+#: task_time around ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``, and a run in which no kernel ran
+#: has them in op_summary too, as ``PLACE_HOLDER_SQE`` rows. They stay in results (they are rows
+#: of the export) but never count for medians.
+CONTROL_TASK_TYPES: Final = frozenset(
+    {
+        "PLACE_HOLDER_SQE",
+        "DEVICE_RINGBUFFER_CONTROL",
+        "EVENT_RECORD",
+        "TASK_TIMEOUT_SET",
+        "PROFILING_ENABLE",
+        "PROFILING_DISABLE",
+    }
+)
 
 
 class ProfilingTask(NamedTuple):
@@ -151,18 +167,65 @@ def task_time_median(tasks: Iterable[ProfilingTask], name: str | None = None, sk
         raise InvalidArgumentError(f"skip must be >= 0, got skip={skip}")
     samples: list[float] = []
     kernel = name
+    others: dict[str, int] = {}  # AI Core kernels not asked for, for the error message
+    skipped_types: dict[str, int] = {}  # tasks of other types, for the error message
     for task in tasks:
         if task.type not in AICORE_TASK_TYPES and not (name is not None and task.type == UNKNOWN_TASK_TYPE):
+            skipped_types[task.type] = skipped_types.get(task.type, 0) + 1
             continue
         if kernel is None:
             kernel = task.name
         if task.name == kernel:
             samples.append(task.duration)
+        else:
+            others[task.name] = others.get(task.name, 0) + 1
     if kernel is None:
-        raise NoSamplesError("no AI Core task in the result, so there is no kernel to take a median of")
+        raise NoSamplesError(no_kernel_message(skipped_types))
+    if not samples and others:
+        raise NoSamplesError(unknown_kernel_message(kernel, others))
     if not samples:
-        raise NoSamplesError(f"no AI Core sample of kernel {kernel!r} in the result")
+        raise NoSamplesError(f"no AI Core sample of kernel {kernel!r}: {no_kernel_message(skipped_types)}")
     kept = sorted(samples[skip:] if len(samples) > skip else samples)
     mid = len(kept) // 2
     median = kept[mid] if len(kept) % 2 else (kept[mid - 1] + kept[mid]) / 2.0
     return numpy_round3(median)
+
+
+def _counted(counts: Mapping[str, int], limit: int = 8) -> str:
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    text = ", ".join(f"{what} ({count})" for what, count in ranked[:limit])
+    return text + (f" and {len(ranked) - limit} more" if len(ranked) > limit else "")
+
+
+def no_kernel_message(types: Mapping[str, int]) -> str:
+    """Why there is no kernel to take a median of, given the tasks there are (type -> count)."""
+    total = sum(types.values())
+    if not total:
+        return (
+            "the result has no task at all, so there is no kernel to take a median of: was a kernel "
+            "launched on the profiled device inside the collection?"
+        )
+    if all(t in CONTROL_TASK_TYPES for t in types):
+        return (
+            f"no AI Core task in the result, as no kernel ran while profiling: its {total} task(s) "
+            f"are CANN control tasks ({_counted(types)}; name N/A), which the export lists when no "
+            "kernel was recorded. "
+            "Launch the kernels inside the profile() block (or between start() and stop()), on the "
+            "profiled device"
+        )
+    return (
+        f"no AI Core task in the result, so there is no kernel to take a median of (its {total} "
+        f"task(s) are of types {_counted(types)}; only AI Core types count, or N/A when name= is given)"
+    )
+
+
+def unknown_kernel_message(kernel: str, others: Mapping[str, int]) -> str:
+    """No sample of *kernel*; *others* are the AI Core kernels there are (name -> samples)."""
+    close = difflib.get_close_matches(kernel, list(others), n=1, cutoff=0.5)
+    if not close:
+        close = [n for n in others if kernel in n or n in kernel][:1]
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"no AI Core sample of kernel {kernel!r} in the result{hint}; its AI Core kernels "
+        f"(samples): {_counted(others)}"
+    )

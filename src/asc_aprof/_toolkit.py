@@ -78,12 +78,11 @@ def probe_root(root: Path) -> tuple[Path, Path] | None:
 
 
 def not_found_message(searched: list[str]) -> str:
+    """What to do on the first line (the CLI shows only that one), then every place searched."""
     listing = "\n".join(f"  - {place}" for place in searched)
     return (
-        "no CANN toolkit found (need lib64/libmsprofiler.so and "
-        f"{MSPROF_SCRIPT}). Looked at:\n{listing}\n"
-        "Set ASCEND_HOME_PATH, usually by `source <cann install>/set_env.sh` "
-        "(e.g. /usr/local/Ascend/cann/set_env.sh), or pass toolkit=Toolkit.from_root(...). "
-        "Without an NPU, use the simulated toolkit: "
-        f"toolkit=asc_aprof.sim.toolkit() or {SIMULATE_VARIABLE}=1."
+        "no CANN toolkit found: `source <CANN install>/set_env.sh` (sets ASCEND_HOME_PATH) or pass "
+        "toolkit=Toolkit.from_root(<CANN root>); without an NPU, set "
+        f"{SIMULATE_VARIABLE}=1 or pass toolkit=asc_aprof.sim.toolkit() for the simulated toolkit\n"
+        f"A CANN root holds lib64/{LIBRARY_NAME} and {MSPROF_SCRIPT}. Searched:\n{listing}"
     )

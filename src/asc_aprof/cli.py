@@ -7,11 +7,15 @@ plain text. Neither this module nor rich is imported by ``import asc_aprof``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import difflib
 import json
 import math
 import os
 import random
+import shutil
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,12 +26,13 @@ import anyio
 from ._discovery import discover_toolkit
 from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
-from ._layout import find_summary_csvs
-from ._records import ProfilingResult
+from ._layout import MERGED_DIR, find_summary_csvs
+from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
 from ._report import load_json, report, runs_of
 from ._report import load_results as load_results_of
 from ._stats import KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._toolkit import Toolkit
+from .sim._build import SimulatorBuildError
 
 
 class CliError(Exception):
@@ -52,28 +57,163 @@ def _numeric(values: Sequence[str]) -> bool:
     return bool(values)
 
 
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """A table on stdout: rich on a terminal when installed, aligned plain text otherwise."""
-    right = [_numeric([row[i] for row in rows]) for i in range(len(columns))]
-    console = _rich_console()
-    if console is not None and sys.stdout.isatty():
+@dataclasses.dataclass(frozen=True, slots=True)
+class Column:
+    """A table column and how it gives way on a narrow terminal.
+
+    :ivar drop: 0: always shown; otherwise columns are hidden highest ``drop`` first (columns of
+        one level together) until the table fits
+    :ivar wrap: free text (kernel names) that rich may fold; every other cell is never cut
+    :ivar key: names the row (case, device, kernel): the heading of a row in the stacked layout
+    """
+
+    name: str
+    drop: int = 0
+    wrap: bool = False
+    key: bool = False
+
+
+GAP: Final = 2  # spaces between columns, in the plain layout and in the rich one (no borders)
+WRAP_MIN: Final = 16  # a folded kernel name keeps at least this many characters per line
+
+
+def terminal_width(console: Any = None) -> int | None:
+    """The width tables must fit: rich's, the terminal's or ``$COLUMNS``; None (no limit) in a pipe."""
+    if console is not None:
+        return int(console.width)
+    if sys.stdout.isatty():
+        return shutil.get_terminal_size().columns
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def fit_columns(
+    columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None, *, fold: bool
+) -> list[int] | None:
+    """Indices of the columns to show within *width*, or None when only the stacked layout fits.
+
+    Numbers keep their full width; with *fold* (rich) free-text columns may shrink to
+    ``WRAP_MIN`` characters and wrap.
+    """
+    natural = [max([len(c.name), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    need = [
+        min(w, max(WRAP_MIN, len(c.name))) if fold and c.wrap else w
+        for c, w in zip(columns, natural, strict=True)
+    ]
+    shown = list(range(len(columns)))
+
+    def total() -> int:
+        return sum(need[i] for i in shown) + GAP * (len(shown) - 1)
+
+    for level in sorted({c.drop for c in columns if c.drop}, reverse=True):
+        if width is None or total() <= width:
+            break
+        shown = [i for i in shown if columns[i].drop != level]  # a level goes as a whole (p10 and p90)
+    if width is not None and total() > width:
+        return None
+    return shown
+
+
+def stacked_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[str]:
+    """One block per row: its key cells on a line, then ``name value`` pairs wrapped to *width*."""
+    lines: list[str] = []
+    for row in rows:
+        keys = [f"{c.name} {v}" for c, v in zip(columns, row, strict=True) if c.key]
+        pairs = [f"{c.name} {v}" for c, v in zip(columns, row, strict=True) if not c.key]
+        lines.append("  ".join(keys) if keys else pairs.pop(0))
+        line = " "
+        for pair in pairs:
+            if len(line) > 1 and len(line) + 2 + len(pair) > width:
+                lines.append(line)
+                line = " "
+            line += " " + pair if len(line) == 1 else "  " + pair
+        if len(line) > 1:
+            lines.append(line)
+    return lines
+
+
+def print_table(
+    title: str,
+    columns: Sequence[Column | str],
+    rows: Sequence[Sequence[str]],
+    *,
+    console: Any = None,
+    width: int | None = None,
+) -> None:
+    """A table on stdout that fits the terminal; numbers are never cut.
+
+    rich (when installed and stdout is a terminal, or *console* is given) or aligned plain text.
+    A narrow terminal hides the least important columns first (a note says which) and, when even
+    the essential ones do not fit, prints one block per row instead.
+    """
+    cols = [c if isinstance(c, Column) else Column(c) for c in columns]
+    if console is None and sys.stdout.isatty():
+        console = _rich_console()
+    limit = width if width is not None else terminal_width(console)
+    right = [_numeric([row[i] for row in rows]) for i in range(len(cols))]
+    shown = fit_columns(cols, rows, limit, fold=console is not None)
+    out: Callable[[str], None] = print if console is None else _plain_printer(console)
+
+    def say(text: str) -> None:  # prose (title, note) wraps, never inside a word (a run id stays whole)
+        if limit is not None:
+            text = textwrap.fill(text, width=limit, break_long_words=False, break_on_hyphens=False)
+        out(text)
+
+    if shown is None:
+        assert limit is not None
+        say(title)
+        for text in stacked_lines(cols, rows, limit):
+            out(text)
+        return
+    hidden = [c.name for i, c in enumerate(cols) if i not in shown]
+    if console is not None:
+        from rich import box
         from rich.table import Table
 
-        table = Table(title=title)
-        for col, is_right in zip(columns, right, strict=True):
-            table.add_column(col, justify="right" if is_right else "left")
+        table = Table(
+            title=title,
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+        for i in shown:
+            natural = max([len(cols[i].name), *(len(r[i]) for r in rows)])
+            table.add_column(
+                cols[i].name,
+                justify="right" if right[i] else "left",
+                no_wrap=not cols[i].wrap,
+                overflow="fold",  # never "42.…": at worst a cell continues on the next line
+                min_width=None if cols[i].wrap else natural,
+            )
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(row[i] for i in shown))
         console.print(table)
-        return
-    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
-    print(title)
-    header = zip(columns, widths, right, strict=True)
-    print("  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in header).rstrip())
-    print("  ".join("-" * w for w in widths))
-    for row in rows:
-        cells = zip(row, widths, right, strict=True)
-        print("  ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in cells).rstrip())
+    else:
+        widths = {i: max([len(cols[i].name), *(len(r[i]) for r in rows)]) for i in shown}
+
+        def line(cells: Sequence[str]) -> str:
+            parts = (
+                cells[n].rjust(widths[i]) if right[i] else cells[n].ljust(widths[i])
+                for n, i in enumerate(shown)
+            )
+            return (" " * GAP).join(parts).rstrip()
+
+        say(title)
+        out(line([cols[i].name for i in shown]))
+        out((" " * GAP).join("-" * widths[i] for i in shown))
+        for row in rows:
+            out(line([row[i] for i in shown]))
+    if hidden:
+        say(f"({', '.join(hidden)} hidden to fit {limit} columns: widen the terminal to see them)")
+
+
+def _plain_printer(console: Any) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    return write
 
 
 class Progress:
@@ -92,11 +232,12 @@ class Progress:
             self._task = self._bar.add_task(label, total=total)
 
     def advance(self, note: str = "") -> None:
+        """One item finished; *note* says which (the line is printed after it, not before)."""
         self.done += 1
         if self._bar is not None:
-            self._bar.update(self._task, advance=1, description=f"{self.label} {note}".strip())
+            self._bar.update(self._task, advance=1, description=f"{self.label} (last: {note})")
         else:
-            print(f"[{self.done}/{self.total}] {self.label} {note}".rstrip(), file=sys.stderr)
+            print(f"[{self.done}/{self.total}] {note}", file=sys.stderr)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -146,17 +287,36 @@ def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:
 
 
 STATS_COLUMNS: Final = (
-    "device",
-    "kernel",
-    "type",
-    "count",
-    "median",
-    "p10",
-    "p90",
-    "min",
-    "max",
-    "mean",
-    "share",
+    Column("device", key=True),
+    Column("kernel", wrap=True, key=True),
+    Column("type", drop=2),
+    Column("count"),
+    Column("median"),
+    Column("p10", drop=4),
+    Column("p90", drop=4),
+    Column("min", drop=6),
+    Column("max", drop=6),
+    Column("mean", drop=5),
+    Column("share", drop=3),
+)
+COMPARE_COLUMNS: Final = (
+    Column("device", key=True),
+    Column("kernel", wrap=True, key=True),
+    Column("verdict"),
+    Column("base", drop=1),
+    Column("new", drop=1),
+    Column("change"),
+    Column("interval"),
+)
+DEMO_COLUMNS: Final = (
+    Column("case", key=True),
+    Column("device", key=True),
+    Column("kernel", wrap=True, key=True),
+    Column("type", drop=2),
+    Column("count", drop=1),
+    Column("median"),
+    Column("p10", drop=3),
+    Column("p90", drop=3),
 )
 
 
@@ -171,17 +331,53 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print()
         return 0
     if not stats:
-        raise CliError("no task matched (check --device / --name / --skip)")
+        tasks = [t for r in results for t in r.tasks]
+        raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
     runs = ", ".join(r.run_id for r in results)
     print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
+    if all(s.type in CONTROL_TASK_TYPES for s in stats):
+        print(
+            "note: no kernel was recorded; these are CANN control tasks (name N/A), which the export "
+            "lists when nothing ran on the device while it was profiled"
+        )
     return 0
+
+
+def no_match_message(
+    tasks: Sequence[ProfilingTask], *, device: int | None, name: str | None, skip: int
+) -> str:
+    """Why ``summary`` found nothing for --device / --name / --skip, and what there is instead."""
+    if not tasks:
+        return "the run(s) hold no task at all: was anything launched while profiling?"
+    devices = sorted({t.device for t in tasks}, key=lambda d: -1 if d is None else d)
+    listed = ", ".join("host" if d is None else str(d) for d in devices)
+    on_device = [t for t in tasks if device is None or t.device == device]
+    if not on_device:
+        return f"no task on --device {device}; the run(s) have tasks on device(s) {listed}"
+    where = "" if device is None else f" on device {device}"
+    counts: dict[str, int] = {}
+    for task in on_device:
+        counts[task.name] = counts.get(task.name, 0) + 1
+    if name is not None and name not in counts:
+        close = (
+            difflib.get_close_matches(name, list(counts), n=1, cutoff=0.5)
+            or [n for n in counts if name in n or n in name][:1]
+        )
+        hint = f" (did you mean --name {close[0]}?)" if close else ""
+        kernels = ", ".join(sorted(counts))
+        return f"no kernel named {name!r}{where}{hint}; the kernels there are: {kernels}"
+    most = max(counts[k] for k in ([name] if name is not None else list(counts)))
+    return (
+        f"--skip {skip} drops every sample: the kernels{where} have at most {most} sample(s) each "
+        "(a kernel with no more samples than --skip is left out)"
+    )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     runs = [run for path in args.paths for run in runs_of(Path(path))]
     toolkit = _toolkit_for(args)
     failures: list[tuple[Path, str]] = []
-    progress = Progress("export", len(runs))
+    progress = Progress("exporting", len(runs))
 
     async def export_all() -> None:
         limiter = anyio.CapacityLimiter(args.jobs)
@@ -195,9 +391,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                         await run_export_async(toolkit, run, what="timeline", timeout=args.timeout)
                 except AprofError as exc:
                     failures.append((run, str(exc).splitlines()[0]))
-                    progress.advance(f"{run.name} FAILED")
+                    progress.advance(f"{run.name} export FAILED")
                 else:
-                    progress.advance(f"{run.name} ok in {time.monotonic() - began:.1f} s")
+                    progress.advance(f"{run.name} exported in {time.monotonic() - began:.1f} s")
 
         async with anyio.create_task_group() as tg:
             for run in runs:
@@ -210,7 +406,27 @@ def cmd_export(args: argparse.Namespace) -> int:
     for run, why in failures:
         print(f"asc-aprof: export failed: {run}: {why}", file=sys.stderr)
     print(f"exported {len(runs) - len(failures)} of {len(runs)} run(s)")
+    if args.timeline:
+        failed = {run for run, _ in failures}
+        for run in runs:
+            if run not in failed:
+                for trace in timeline_files(run):
+                    print(f"timeline: {trace}")
+        print(f"(open a timeline in {TRACE_VIEWERS})")
     return 1 if failures else 0
+
+
+TRACE_VIEWERS: Final = "https://ui.perfetto.dev or chrome://tracing"
+
+
+def timeline_files(run: Path) -> list[Path]:
+    """The newest timeline JSON of a run (``msprof_<ts>.json``), per output directory."""
+    found: list[Path] = []
+    for directory in (run / MERGED_DIR, *sorted(run.glob("device_*/timeline"))):
+        traces = sorted(directory.glob("msprof_*.json"))
+        if traces:
+            found.append(traces[-1])
+    return found
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -234,13 +450,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print()
     else:
         rows = [_change_row(c, c in regressions) for c in changes]
-        print_table(
-            "Median change NEW vs BASE (µs, 95% bootstrap interval)",
-            ("device", "kernel", "verdict", "base", "new", "change", "interval"),
-            rows,
-        )
+        print_table("Median change NEW vs BASE (µs, 95% bootstrap interval)", COMPARE_COLUMNS, rows)
     if args.fail_on_regression and regressions:
-        names = ", ".join(c.name for c in regressions)
+        names = ", ".join(_kernel_on(c.name, c.device) for c in regressions)
         print(
             f"asc-aprof: {len(regressions)} kernel(s) significantly slower by more than "
             f"{args.threshold:g}%: {names}",
@@ -248,6 +460,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _kernel_on(name: str, device: int | None) -> str:
+    return name if device is None else f"{name} on device {device}"
 
 
 def _change_row(c: KernelChange, regression: bool) -> list[str]:
@@ -296,7 +512,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     raise item.error
                 assert item.result is not None
                 results.append((item.case, item.device, item.result))
-                progress.advance(f"case {item.case} on device {item.device}")
+                progress.advance(f"case {item.case} done on device {item.device}")
 
     began = time.monotonic()
     try:
@@ -324,7 +540,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print_table(
         f"{args.cases} case(s) on {args.devices} simulated device(s): {total} tasks profiled, "
         f"exported and parsed in {elapsed:.2f} s (times in µs)",
-        ("case", "device", "kernel", "type", "count", "median", "p10", "p90"),
+        DEMO_COLUMNS,
         rows,
     )
     return 0
@@ -385,13 +601,24 @@ def build_parser() -> argparse.ArgumentParser:
         "export",
         help="run msprof.py export on runs, concurrently",
         formatter_class=fmt_cls,
-        epilog="example:\n  asc-aprof export ./prof_out --jobs 4",
+        epilog=(
+            "examples:\n  asc-aprof export ./prof_out --jobs 4\n"
+            "  asc-aprof export ./prof_out --timeline   # prints each msprof_<time>.json; open it in\n"
+            "                                           # https://ui.perfetto.dev or chrome://tracing"
+        ),
     )
     export.add_argument("paths", nargs="+", metavar="PATH", help="result directory or PROF_* run")
     export.add_argument(
         "--jobs", type=int, default=os.cpu_count() or 1, help="concurrent exports (default: CPUs)"
     )
-    export.add_argument("--timeline", action="store_true", help="also export the timeline (doubles the time)")
+    export.add_argument(
+        "--timeline",
+        action="store_true",
+        help=(
+            "also export the timeline (doubles the time): PROF_*/mindstudio_profiler_output/"
+            "msprof_<time>.json, a Chrome trace that https://ui.perfetto.dev or chrome://tracing opens"
+        ),
+    )
     common(export)
     export.set_defaults(func=cmd_export)
 
@@ -429,15 +656,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CliError, AprofError, OSError) as exc:
         if args.debug:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        lines = str(exc).strip().splitlines() or [type(exc).__name__]
+        first = lines[0]
         if isinstance(exc, ToolkitNotFoundError):
             first = (
-                "no CANN toolkit found (libmsprofiler.so + msprof.py): source <cann>/set_env.sh to set "
-                "ASCEND_HOME_PATH, or pass --simulate to use the simulated toolkit"
+                "no CANN toolkit found: `source <CANN install>/set_env.sh` (sets ASCEND_HOME_PATH), or "
+                f"pass --simulate for the simulated toolkit ({len(exc.searched)} places searched; "
+                "--debug lists them)"
             )
         # Our own errors say what to do; an unexpected OS error may need the traceback.
         hint = "" if isinstance(exc, AprofError | CliError) else " (use --debug for a traceback)"
         print(f"asc-aprof: error: {first}{hint}", file=sys.stderr)
+        if isinstance(exc, SimulatorBuildError):
+            # what to fix is in the compiler's own words: the command and its stderr tail
+            for line in lines[1:]:
+                print(f"asc-aprof: {line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("asc-aprof: interrupted", file=sys.stderr)

@@ -66,7 +66,7 @@ class ScenarioProfiler(Protocol):
         profile_types: ProfileTypes | None = None,
     ) -> None: ...
 
-    async def stop(self) -> None: ...
+    async def stop(self) -> ProfileRun: ...
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path: ...
 
@@ -99,8 +99,8 @@ class BlockingProfiler(Profiler):
     ) -> None:
         super().start(device_id, metrics, profile_types)
 
-    async def stop(self) -> None:  # type: ignore[override]
-        super().stop()
+    async def stop(self) -> ProfileRun:  # type: ignore[override]
+        return super().stop()
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:  # type: ignore[override]
         return super().export(run_id, timeline=timeline)

@@ -88,13 +88,15 @@ def test_concurrent_builds_share_one_tree(tmp_path: Path) -> None:
 
 def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ASC_APROF_SIM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("ASC_APROF_SIM_PREBUILT", "0")  # the run-time build, as without a wheel's library
     monkeypatch.delenv("CC", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(sim.SimulatorBuildError, match="install gcc") as info:
         sim.root()
     assert isinstance(info.value, AprofError)
+    assert str(info.value).startswith("no C compiler found to build the simulated libmsprofiler.so")
     monkeypatch.setenv("CC", "/nonexistent/cc")
-    with pytest.raises(sim.SimulatorBuildError, match="gcc"):
+    with pytest.raises(sim.SimulatorBuildError, match=r"^\$CC='/nonexistent/cc' is not an executable"):
         sim.root()
 
 
@@ -183,11 +185,19 @@ def test_modelled_latency(acl: Acl, tmp_path: Path) -> None:
 
 
 def test_launch_only_records_profiled_devices(acl: Acl, tmp_path: Path) -> None:
-    assert sim.launch("k") == 0
+    with pytest.warns(sim.SimulatorWarning) as caught:
+        assert sim.launch("k") == 0
+    assert str(caught[0].message) == (
+        "sim.launch('k', device=0): device 0 is not being profiled (profiled now: none), so its 1 "
+        "kernel(s) were not recorded; launch inside profile(device_id=0) or between start(0) and stop()"
+    )
+    assert caught[0].filename == __file__  # points at the caller's line
     assert acl.init(tmp_path) == 0
     assert acl.start(acl.config([1])) == 0
-    assert sim.launch("k", device=0) == 0
-    assert sim.launch("k", device=1, count=0) == 0
+    not_profiled = r"device 0 is not being profiled \(profiled now: 1\), so its 3 "
+    with pytest.warns(sim.SimulatorWarning, match=not_profiled):
+        assert sim.control().launch("k", device=0, count=3) == 0
+    assert sim.launch("k", device=1, count=0) == 0  # nothing asked, nothing to warn about
     assert sim.launch("k", device=1, count=7) == 7
 
 

@@ -52,6 +52,7 @@ import errno
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -66,6 +67,7 @@ __all__ = [
     "DEFAULT_CHIP",
     "SimControl",
     "SimulatorBuildError",
+    "SimulatorWarning",
     "control",
     "launch",
     "root",
@@ -92,6 +94,10 @@ FUNCTIONS: Final = (
     "aclprofSetConfig",
 )
 MAX_DEVICES: Final = 64
+
+class SimulatorWarning(UserWarning):
+    """Something the simulated toolkit was asked to do had no effect (e.g. a launch not recorded)."""
+
 
 _control: SimControl | None = None
 _control_lock = threading.Lock()
@@ -432,6 +438,7 @@ class SimControl:
         data_format: str = "FORMAT_ND",
         binary_name: str | None = None,
         jitter: float | None = None,
+        _stacklevel: int = 2,
     ) -> int:
         """See :func:`launch`."""
         if task_type not in TASK_TYPES:
@@ -457,6 +464,17 @@ class SimControl:
                 f"aprofsim_launch rejected its arguments ({recorded}): name and binary_name must be "
                 "non-empty without control characters, duration in (0, 1e9] us, device below the "
                 "device count"
+            )
+        if recorded == 0 and count > 0:
+            running = self.running_devices()
+            profiled = ", ".join(map(str, running)) if running else "none"
+            warnings.warn(
+                SimulatorWarning(
+                    f"sim.launch({name!r}, device={device}): device {device} is not being profiled "
+                    f"(profiled now: {profiled}), so its {count} kernel(s) were not recorded; launch "
+                    f"inside profile(device_id={device}) or between start({device}) and stop()"
+                ),
+                stacklevel=_stacklevel,
             )
         return recorded
 
@@ -508,7 +526,9 @@ def launch(
     """Run *count* back-to-back simulated kernels on *device*.
 
     They are recorded only while the device is being profiled; the return value says how many
-    were (0 otherwise). Shapes, when given, fill op_summary's tensor columns. *binary_name* is the
+    were. Launched on a device that is not being profiled, they are not recorded (as a real
+    kernel outside a collection leaves no trace): 0 is returned and a :class:`SimulatorWarning`
+    says so. Shapes, when given, fill op_summary's tensor columns. *binary_name* is the
     name task time level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
     binary name there, Ascend C kernels their own name; default: *name*). *jitter* is the sigma
     of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`; None: the process
@@ -529,4 +549,5 @@ def launch(
         data_format=data_format,
         binary_name=binary_name,
         jitter=jitter,
+        _stacklevel=3,
     )

@@ -1,10 +1,13 @@
-"""Building the simulated toolkit tree: compile the C library once per source version.
+"""Building the simulated toolkit tree: the library built at install time, or compiled once.
 
 The tree lives in ``${ASC_APROF_SIM_CACHE:-${XDG_CACHE_HOME:-~/.cache}/asc-aprof}/sim-<hash>/``
-where the hash covers the C source and ``msprof_sim.py``, and is laid out like a CANN install:
-``lib64/libmsprofiler.so``, ``tools/profiler/profiler_tool/analysis/msprof/msprof.py`` and
-``set_env.sh``. It is built in a temporary sibling directory and renamed into place, so two
-processes building at once both end up with one complete tree.
+where the hash covers the C source, the flags and ``msprof_sim.py``, and is laid out like a CANN
+install: ``lib64/libmsprofiler.so``, ``tools/profiler/profiler_tool/analysis/msprof/msprof.py``
+and ``set_env.sh``. The library is the one ``pip install`` compiled into the package when it
+matches the source (see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without
+it the source is compiled here, which needs a C compiler. The tree is built in a temporary
+sibling directory and renamed into place, so two processes building at once both end up with one
+complete tree.
 """
 
 from __future__ import annotations
@@ -13,25 +16,53 @@ import hashlib
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from .._errors import AprofError
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
+from ._buildspec import C_SOURCE, CFLAGS, CompileFailure, compile_library, prebuilt_library
 
-C_SOURCE: Final = Path(__file__).with_name("libmsprofiler_sim.c")
 MSPROF_SOURCE: Final = Path(__file__).with_name("msprof_sim.py")
 CACHE_VARIABLE: Final = "ASC_APROF_SIM_CACHE"
-CFLAGS: Final = ("-shared", "-fPIC", "-O2", "-pthread", "-std=c11", "-fvisibility=hidden")
 
 _lock = threading.Lock()
 
 
 class SimulatorBuildError(AprofError, RuntimeError):
-    """The simulated toolkit could not be built (usually: no C compiler)."""
+    """The simulated toolkit could not be built (usually: no C compiler, and no library built at install).
+
+    The first line of the message says what to do.
+
+    :ivar command: the compiler command that failed (empty when none was found)
+    :ivar returncode: its exit status (None when it did not run)
+    :ivar stderr_tail: the last lines the compiler printed on stderr
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: Sequence[str] = (),
+        returncode: int | None = None,
+        stderr_tail: str = "",
+    ) -> None:
+        self.command = tuple(command)
+        self.returncode = returncode
+        self.stderr_tail = stderr_tail
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (self.args[0], self.command, self.returncode, self.stderr_tail))
+
+
+def _rebuild(
+    message: str, command: tuple[str, ...], returncode: int | None, stderr_tail: str
+) -> SimulatorBuildError:
+    return SimulatorBuildError(message, command=command, returncode=returncode, stderr_tail=stderr_tail)
 
 
 def cache_base() -> Path:
@@ -53,23 +84,6 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _compiler() -> list[str]:
-    configured = os.environ.get("CC")
-    if configured:
-        command = shlex.split(configured)
-        if command and shutil.which(command[0]):
-            return command
-        raise SimulatorBuildError(f"$CC={configured!r} is not an executable compiler; install gcc or fix $CC")
-    for name in ("cc", "gcc", "clang"):
-        found = shutil.which(name)
-        if found:
-            return [found]
-    raise SimulatorBuildError(
-        "the simulated CANN toolkit needs a C compiler to build libmsprofiler.so and none was found "
-        "(looked for $CC, cc, gcc, clang): install gcc, e.g. `apt-get install gcc`"
-    )
-
-
 def _complete(root: Path) -> bool:
     return all(
         (root / part).is_file() for part in (Path("lib64") / LIBRARY_NAME, MSPROF_SCRIPT, Path("set_env.sh"))
@@ -89,16 +103,17 @@ def _set_env_text(root: Path) -> str:
 def _build_into(tree: Path, final: Path) -> None:
     library = tree / "lib64" / LIBRARY_NAME
     library.parent.mkdir(parents=True)
-    command = [*_compiler(), *CFLAGS, "-o", str(library), str(C_SOURCE), "-lm"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise SimulatorBuildError(f"could not run the C compiler {command[0]!r}: {exc}; install gcc") from exc
-    if done.returncode != 0:
-        raise SimulatorBuildError(
-            f"compiling the simulated libmsprofiler.so failed (exit {done.returncode}):\n"
-            f"  {' '.join(command)}\n{done.stderr.strip()}"
-        )
+    prebuilt = prebuilt_library()
+    if prebuilt is not None:
+        shutil.copyfile(prebuilt, library)
+        os.chmod(library, 0o755)
+    else:
+        try:
+            compile_library(library)
+        except CompileFailure as exc:
+            raise SimulatorBuildError(
+                str(exc), command=exc.command, returncode=exc.returncode, stderr_tail=exc.stderr_tail
+            ) from None
     script = tree / MSPROF_SCRIPT
     script.parent.mkdir(parents=True)
     shutil.copyfile(MSPROF_SOURCE, script)
@@ -106,9 +121,10 @@ def _build_into(tree: Path, final: Path) -> None:
 
 
 def ensure_built() -> Path:
-    """The toolkit root, compiled first if this source version has no tree yet.
+    """The toolkit root, laid out first if this source version has no tree yet.
 
-    :raises SimulatorBuildError: no compiler, or the compile failed
+    :raises SimulatorBuildError: no library built at install time, and no compiler or the
+        compile failed
     """
     final = cache_base() / f"sim-{source_hash()}"
     if _complete(final):
