@@ -53,7 +53,7 @@ def test_a_failing_compiler_shows_the_command_and_its_stderr_tail(
         "libmsprofiler_sim.c:7:1: error: it broke (fix $CC or install gcc)"
     )
     assert rest[0].startswith(f"  command: {compiler} -shared -fPIC -O2")
-    assert rest[0].endswith(str(_buildspec.C_SOURCE))
+    assert rest[0].endswith(f"{_buildspec.C_SOURCE} -lm")  # the source, then the libraries
     assert rest[1] == "  compiler stderr (last lines):"
     assert rest[-1] == "    libmsprofiler_sim.c:7:1: error: it broke"
     assert len(rest) == 2 + _buildspec.STDERR_LINES  # a tail, not all 31 lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -184,20 +185,22 @@ def test_modelled_latency(acl: Acl, tmp_path: Path) -> None:
     assert time.monotonic() - began >= 0.2
 
 
-def test_launch_only_records_profiled_devices(acl: Acl, tmp_path: Path) -> None:
-    with pytest.warns(sim.SimulatorWarning) as caught:
-        assert sim.launch("k") == 0
-    assert str(caught[0].message) == (
-        "sim.launch('k', device=0): device 0 is not being profiled (profiled now: none), so its 1 "
-        "kernel(s) were not recorded; launch inside profile(device_id=0) or between start(0) and stop()"
-    )
-    assert caught[0].filename == __file__  # points at the caller's line
+def test_launch_only_records_profiled_devices(
+    acl: Acl, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sim, "_warned_unprofiled", False)
+    caplog.set_level(logging.DEBUG, logger="asc_aprof.sim")
+    assert sim.launch("k") == 0
+    assert not caplog.records  # nothing profiled: running a kernel, nothing to say
     assert acl.init(tmp_path) == 0
     assert acl.start(acl.config([1])) == 0
-    not_profiled = r"device 0 is not being profiled \(profiled now: 1\), so its 3 "
-    with pytest.warns(sim.SimulatorWarning, match=not_profiled):
-        assert sim.control().launch("k", device=0, count=3) == 0
-    assert sim.launch("k", device=1, count=0) == 0  # nothing asked, nothing to warn about
+    assert sim.launch("k", device=0, count=3) == 0
+    assert sim.launch("k", device=0, count=2) == 0
+    first, second = caplog.records
+    assert first.levelno == logging.WARNING and "said once per process" in first.getMessage()
+    assert "device 0 is not being profiled (profiled now: 1), so its 3 kernel(s)" in first.getMessage()
+    assert second.levelno == logging.DEBUG  # once per process at WARNING, then quiet
+    assert sim.launch("k", device=1, count=0) == 0  # nothing asked, nothing to say
     assert sim.launch("k", device=1, count=7) == 7
 
 

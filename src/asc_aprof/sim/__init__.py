@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import logging
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -67,7 +67,6 @@ __all__ = [
     "DEFAULT_CHIP",
     "SimControl",
     "SimulatorBuildError",
-    "SimulatorWarning",
     "control",
     "launch",
     "root",
@@ -95,8 +94,9 @@ FUNCTIONS: Final = (
 )
 MAX_DEVICES: Final = 64
 
-class SimulatorWarning(UserWarning):
-    """Something the simulated toolkit was asked to do had no effect (e.g. a launch not recorded)."""
+#: Says (once per process, at WARNING) when a launch went to a device other than the profiled ones.
+logger = logging.getLogger("asc_aprof.sim")
+_warned_unprofiled = False  # guarded by _control_lock
 
 
 _control: SimControl | None = None
@@ -438,7 +438,6 @@ class SimControl:
         data_format: str = "FORMAT_ND",
         binary_name: str | None = None,
         jitter: float | None = None,
-        _stacklevel: int = 2,
     ) -> int:
         """See :func:`launch`."""
         if task_type not in TASK_TYPES:
@@ -465,18 +464,27 @@ class SimControl:
                 "non-empty without control characters, duration in (0, 1e9] us, device below the "
                 "device count"
             )
-        if recorded == 0 and count > 0:
-            running = self.running_devices()
-            profiled = ", ".join(map(str, running)) if running else "none"
-            warnings.warn(
-                SimulatorWarning(
-                    f"sim.launch({name!r}, device={device}): device {device} is not being profiled "
-                    f"(profiled now: {profiled}), so its {count} kernel(s) were not recorded; launch "
-                    f"inside profile(device_id={device}) or between start({device}) and stop()"
-                ),
-                stacklevel=_stacklevel,
+        running = self.running_devices() if recorded == 0 and count > 0 else []
+        # Launching while nothing is profiled is just running a kernel (warm-up, a correctness
+        # test): silent. Launching on another device than the ones profiled may be a wrong device
+        # id, or another device's warm-up while these collect: said once, on the logger.
+        if running:
+            _log_unprofiled(
+                f"sim.launch({name!r}, device={device}): device {device} is not being profiled "
+                f"(profiled now: {', '.join(map(str, running))}), so its {count} kernel(s) were not "
+                f"recorded; launch inside profile(device_id={device}) or between start({device}) and stop()"
             )
         return recorded
+
+
+def _log_unprofiled(message: str) -> None:
+    global _warned_unprofiled
+    with _control_lock:
+        first, _warned_unprofiled = not _warned_unprofiled, True
+    if first:
+        logger.warning("%s (said once per process)", message)
+    else:
+        logger.debug("%s", message)
 
 
 def _tensor_info(
@@ -527,9 +535,11 @@ def launch(
 
     They are recorded only while the device is being profiled; the return value says how many
     were. Launched on a device that is not being profiled, they are not recorded (as a real
-    kernel outside a collection leaves no trace): 0 is returned and a :class:`SimulatorWarning`
-    says so. Shapes, when given, fill op_summary's tensor columns. *binary_name* is the
-    name task time level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
+    kernel outside a collection leaves no trace): 0 is returned, and while another device is
+    being profiled the ``asc_aprof.sim`` logger says so once per process (a wrong device id, or
+    another device's warm-up); launching with nothing profiled, e.g. a warm-up, is silent.
+    Shapes, when given, fill op_summary's tensor columns. *binary_name* is the name task time
+    level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
     binary name there, Ascend C kernels their own name; default: *name*). *jitter* is the sigma
     of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`; None: the process
     setting, 0: exact durations).
@@ -549,5 +559,4 @@ def launch(
         data_format=data_format,
         binary_name=binary_name,
         jitter=jitter,
-        _stacklevel=3,
     )
