@@ -1,7 +1,7 @@
 """``python -m benchmarks``: every figure of benchmarks/RESULTS.md in one run.
 
 Sections: parse speed, memory, event-loop stalls, sweep throughput, per-run overhead, waiting
-callers and sweep backpressure, reading raw data natively. Each figure
+callers, sweep backpressure, reading raw data natively, tune() racing and the Ray scale-out. Each figure
 is a median or a ratio measured in this run, against a baseline measured next to it.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ._common import REPO_ROOT, Config, Section, environment, markdown_table, quick_config
 
-SECTIONS = ("parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw")
+SECTIONS = ("parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune")
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
 
@@ -183,6 +183,10 @@ def _run_section(name: str, cfg: Config, data_dir: Path, inputs: dict[str, Path]
         from . import sweep
 
         return sweep.run(cfg)
+    if name == "tune":
+        from . import tune
+
+        return tune.run(cfg)
     if name == "waiters":
         from . import waiters
 

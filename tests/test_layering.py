@@ -11,7 +11,7 @@ from pathlib import Path
 import asc_aprof
 
 PACKAGE = Path(asc_aprof.__file__).parent
-APPS = {"asc_aprof.sim", "asc_aprof.cli", "asc_aprof.pytest_plugin"}
+APPS = {"asc_aprof.sim", "asc_aprof.cli", "asc_aprof.pytest_plugin", "asc_aprof.ray_sweep"}
 
 
 def module_name(path: Path) -> str:
@@ -94,7 +94,7 @@ def test_import_asc_aprof_loads_no_app_and_no_optional_dependency() -> None:
     code = (
         "import sys, asc_aprof; "
         "bad = [m for m in sys.modules if m in ('asc_aprof.sim', 'asc_aprof.cli', 'asc_aprof.pytest_plugin',"
-        " 'rich', 'numpy', 'torch', 'pandas', 'polars', 'trio')]; print(bad)"
+        " 'rich', 'numpy', 'torch', 'pandas', 'polars', 'trio', 'ray', 'asc_aprof.ray_sweep')]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

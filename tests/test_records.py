@@ -17,6 +17,7 @@ def test_public_api_is_exactly_all() -> None:
         "sim",
         "cli",
         "pytest_plugin",
+        "ray_sweep",
         "annotations",
     }
     assert public == set(asc_aprof.__all__) - {"__version__"}

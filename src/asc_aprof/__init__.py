@@ -3,7 +3,8 @@
 Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetrics`,
 :class:`ProfileType`, :class:`ProfilingResult`, :class:`ProfilingTask`, :func:`task_time_median`,
 :class:`MsprofInterface`) over CANN's ``libmsprofiler.so`` and ``msprof.py``, plus an anyio-based
-:class:`AsyncProfiler` and a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``).
+:class:`AsyncProfiler` and a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``)
+with a racing autotuner (:func:`tune`, ``Profiler.tune``, ``AsyncProfiler.tune``) and its on-disk cache.
 ``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
 """
 
@@ -13,7 +14,7 @@ import contextlib as _contextlib
 
 from ._async import AsyncProfiler, SweepItem, SweepItems
 from ._bench import AttributionError, BenchConfig, BenchResult, KernelTime, StopReason
-from ._bench_api import bench, do_bench
+from ._bench_api import bench, do_bench, tune
 from ._binding import MsprofInterface, ProfilerConfig
 from ._core import ProfileRun
 from ._discovery import discover_toolkit
@@ -34,6 +35,7 @@ from ._profiler import Profiler
 from ._progress import ProgressEvent
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._toolkit import Toolkit
+from ._tune import Candidate, CandidateStatus, TuneError, TuneResult, TuneStop
 from ._version import __version__
 
 __all__ = (
@@ -44,6 +46,8 @@ __all__ = (
     "AttributionError",
     "BenchConfig",
     "BenchResult",
+    "Candidate",
+    "CandidateStatus",
     "CollectionTimeout",
     "ExportError",
     "InvalidArgumentError",
@@ -64,12 +68,16 @@ __all__ = (
     "TaskParser",
     "Toolkit",
     "ToolkitNotFoundError",
+    "TuneError",
+    "TuneResult",
+    "TuneStop",
     "UsageError",
     "__version__",
     "bench",
     "discover_toolkit",
     "do_bench",
     "task_time_median",
+    "tune",
 )
 
 for _name in __all__:

@@ -65,8 +65,10 @@ from ._raw import Reader, raw_or_fallback, read_run_async
 from ._reader import aiter_file_tasks, summary_csvs_or_error
 from ._records import ProfilingResult, ProfilingTask, make_result
 from ._runguard import exporting_async, wait_for_export_async
+from ._tune import TuneOptions, TuneResult, tune_async
 
 CaseT = TypeVar("CaseT")
+ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
 
 
@@ -502,6 +504,62 @@ class AsyncProfiler(ProfilerBase):
             task_types=task_types,
         )
         return await self._bench(fn, device_id, flush, config, cleanup, metrics, profile_types)
+
+    async def tune(
+        self,
+        configs: Iterable[ConfigT],
+        run: Callable[[ConfigT, int], Awaitable[object]] | Callable[[ConfigT, int], object],
+        devices: Iterable[int] | None = None,
+        *,
+        key: Any = None,
+        flush: Callable[[int], Awaitable[object]] | Callable[[int], object] | None = None,
+        rel_width: float = 0.02,
+        confidence: float = 0.95,
+        first_reps: int = 10,
+        max_reps: int = 1000,
+        warmup: int = 2,
+        seed: int = 0,
+        racing: bool = True,
+        cache: bool = True,
+        retune: bool = False,
+        cache_dir: str | os.PathLike[str] | None = None,
+        chip: str | None = None,
+        cann: str | None = None,
+    ) -> TuneResult[ConfigT]:
+        """The fastest of *configs*: ``run(config, device)`` raced on *devices* (default ``[0]``).
+
+        Every candidate is measured a little (``first_reps`` calls), then candidates whose
+        median interval lies entirely above the leader's are dropped and the others measured
+        again, doubling their samples each round, until every remaining interval is at most
+        *rel_width* of its median (or *max_reps* calls); rounds run the candidates in an order
+        shuffled by *seed*. *flush(device)* runs before every repetition and never counts.
+        A failing candidate is reported (status ``failed``), never raised; only when all fail
+        :class:`~asc_aprof.TuneError` is raised. With a *key* (e.g. the kernel's name and
+        shapes) the result is cached on disk per key, candidates, chip, CANN version and
+        asc-aprof version, and a later process gets it back without measuring (``retune=True``
+        measures again). *chip* / *cann* override what the toolkit reports. *racing=False*
+        measures every candidate to the same width (the brute-force baseline). Several devices
+        measure different candidates of a round at once (one task per device; *run* and *flush* may be
+        coroutine functions). See :mod:`asc_aprof._tune` for the rule and the cache.
+
+        Cancelled: the benchmark being measured is left as :meth:`bench` leaves it; nothing is
+        cached or returned.
+        """
+        options = TuneOptions(rel_width, confidence, first_reps, max_reps, warmup, seed, racing)
+        return await tune_async(
+            self,
+            configs,
+            run,
+            devices,
+            key=key,
+            flush=flush,
+            options=options,
+            cache=cache,
+            retune=retune,
+            cache_dir=cache_dir,
+            chip=chip,
+            cann=cann,
+        )
 
     async def do_bench(
         self,

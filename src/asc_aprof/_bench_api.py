@@ -1,4 +1,4 @@
-"""Module-level ``bench()`` and ``do_bench()``: one :class:`~asc_aprof.Profiler` per call.
+"""Module-level ``bench()``, ``do_bench()`` and ``tune()``: one :class:`~asc_aprof.Profiler` per call.
 
 For scripts and notebooks; code that measures many callables should keep one profiler (its
 options, result path and progress callback) and call its methods.
@@ -7,12 +7,15 @@ options, result path and progress callback) and call its methods.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ._bench import BenchResult
 from ._profiler import Profiler
 from ._toolkit import Toolkit
+from ._tune import TuneResult
+
+ConfigT = TypeVar("ConfigT")
 
 
 def bench(
@@ -58,3 +61,20 @@ def do_bench(
         device_id=device_id,
         flush=flush,
     )
+
+
+def tune(
+    configs: Iterable[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    devices: Iterable[int] | None = None,
+    *,
+    toolkit: Toolkit | None = None,
+    result_path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> TuneResult[ConfigT]:
+    """``Profiler(result_path, toolkit=toolkit).tune(configs, run, devices, **options)``.
+
+    The options are :meth:`Profiler.tune`'s (``key``, ``flush``, ``rel_width``, ``seed``,
+    ``retune``...). Without *toolkit*, CANN is discovered (``ASC_APROF_SIMULATE=1``: the simulator).
+    """
+    return Profiler(result_path, toolkit=toolkit).tune(configs, run, devices, **options)

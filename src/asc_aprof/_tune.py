@@ -1,0 +1,750 @@
+"""``tune()``: the fastest of a set of kernel configurations, by racing, remembered across processes.
+
+Theory of operation
+-------------------
+**Racing.** :func:`race` is a sans-IO plan (like :func:`asc_aprof._bench.plan`): it yields
+:class:`Round` steps, each a list of :class:`Request` (measure candidate *i* for *reps* calls),
+and receives each request's :class:`~asc_aprof.BenchResult` or exception. Drivers
+(:func:`tune`, :func:`tune_async`) run the requests on the devices and send the outcomes back.
+
+* Round 0 measures every candidate ``first_reps`` calls.
+* After each round, every live candidate's samples so far give its median and the median's
+  distribution-free interval at ``confidence``. The **leader** is the live candidate with the
+  lowest median. A candidate whose interval lies entirely above the leader's (its low end
+  above the leader's high end) is **eliminated**: it is clearly slower and is measured no more.
+  Disjoint intervals are conservative: each misses its median with probability at most
+  ``1 - confidence``, so a wrong elimination needs both to miss on the wrong side.
+* A live candidate whose interval is already at most ``rel_width`` of its median is
+  **converged** and is not measured again either (more samples would only narrow it).
+* The next round measures each live, unconverged candidate as many calls again as it has
+  (its sample count doubles, so its interval narrows by about sqrt(2) a round: successive
+  halving's doubling budget, with elimination by intervals instead of by rank), bounded by
+  ``max_reps`` calls per candidate.
+* The race ends when every live candidate is converged or at ``max_reps``. The best is the
+  live candidate with the lowest median; live candidates whose interval overlaps the best's
+  are reported as **tied** (indistinguishable at this width).
+
+With ``racing=False`` nothing is eliminated: every candidate is measured to the same width
+(the brute-force baseline the benchmarks compare against).
+
+**Interleaving.** Within a round, requests are shuffled by a ``random.Random(seed)``, so no
+candidate always runs first (after a cold device) or right after another (in its L2 state).
+Each request is one :meth:`~asc_aprof.Profiler.bench` with ``warmup`` calls first and the
+optional ``flush`` before every repetition; after a candidate's first round its kernel count is
+known and passed as ``kernels=``, which skips the calibration windows.
+
+**Failures.** A request that raises (the run function, attribution, the collection) marks its
+candidate **failed** with the error's text; the race goes on with the others. Only when every
+candidate failed does :func:`tune` raise :class:`TuneError` (carrying the table).
+
+**Cache.** With a ``key`` (e.g. ``("matmul", (M, N, K))``), the winner is stored as one JSON
+file per key in ``cache_dir`` (default ``$ASC_APROF_TUNE_CACHE``, else
+``${XDG_CACHE_HOME:-~/.cache}/asc-aprof/tune``), written atomically (temporary file and
+rename). The file's name is a hash of: the user's key, the candidates (their JSON, or repr),
+the chip, the CANN version and asc-aprof's version. Chip and CANN version come from the
+parameters when given, else from one empty collection window's ``host/info.json`` (the
+simulator writes ``aprofsim_chip`` and ``aprofsim_cann_version``; real CANN's
+``platform_version``) and the toolkit's ``version.info``/``version.cfg`` files. A later
+process with the same key, candidates and platform gets the stored table back
+(``cached=True``) without measuring; ``retune=True`` measures again and overwrites it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import enum
+import functools
+import hashlib
+import inspect
+import json
+import math
+import os
+import random
+import re
+import tempfile
+import threading
+from collections import deque
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Generic, TypeVar
+
+import anyio
+
+from ._bench import BenchConfig, BenchResult
+from ._errors import AprofError, InvalidArgumentError
+from ._stats import median_interval, quantile
+from ._version import __version__
+
+ConfigT = TypeVar("ConfigT")
+
+CACHE_VARIABLE: Final = "ASC_APROF_TUNE_CACHE"
+CACHE_FORMAT: Final = "asc-aprof.tune"
+CACHE_VERSION: Final = 1
+
+
+class CandidateStatus(enum.Enum):
+    """Where a candidate ended the race."""
+
+    BEST = "best"  #: the lowest median among the live candidates
+    TIED = "tied"  #: live, its interval overlaps the best's
+    ELIMINATED = "eliminated"  #: its interval lay entirely above the leader's
+    FAILED = "failed"  #: a measurement raised (see ``error``)
+
+
+class TuneStop(enum.Enum):
+    """Why the race ended."""
+
+    CONVERGED = "converged"  #: every live candidate's interval reached ``rel_width``
+    MAX_REPS = "max_reps"  #: some live candidate reached ``max_reps`` first
+    CACHED = "cached"  #: the winner came from the cache
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Candidate(Generic[ConfigT]):
+    """One configuration's outcome.
+
+    :ivar index: its position in the candidates given
+    :ivar config: the configuration as given
+    :ivar status: how it ended
+    :ivar median_us: median call time over every round (nan when it failed before any sample)
+    :ivar ci_low_us: low end of the median's interval
+    :ivar ci_high_us: high end
+    :ivar count: calls measured
+    :ivar rounds: rounds it was measured in
+    :ivar error: the failure's text (failed candidates)
+    """
+
+    index: int
+    config: ConfigT
+    status: CandidateStatus
+    median_us: float
+    ci_low_us: float
+    ci_high_us: float
+    count: int
+    rounds: int
+    error: str | None = None
+
+    @property
+    def rel_width(self) -> float:
+        if not self.count or self.median_us <= 0:
+            return math.inf
+        return (self.ci_high_us - self.ci_low_us) / self.median_us
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "config": _jsonable(self.config),
+            "status": self.status.value,
+            "median_us": self.median_us,
+            "ci_low_us": self.ci_low_us,
+            "ci_high_us": self.ci_high_us,
+            "count": self.count,
+            "rounds": self.rounds,
+            "error": self.error,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TuneResult(Generic[ConfigT]):
+    """What :func:`tune` found.
+
+    :ivar best: the winning configuration (one of those given)
+    :ivar best_index: its index
+    :ivar candidates: every candidate, in the order given
+    :ivar stop: why the race ended
+    :ivar rounds: rounds measured
+    :ivar reps: calls measured in all
+    :ivar cached: the result came from the cache (nothing was measured)
+    :ivar key: the cache key's fields (None without a ``key``)
+    """
+
+    best: ConfigT
+    best_index: int
+    candidates: tuple[Candidate[ConfigT], ...]
+    stop: TuneStop
+    rounds: int
+    reps: int
+    cached: bool = False
+    key: Mapping[str, Any] | None = None
+
+    def table(self) -> str:
+        """Every candidate's median and interval, fastest first, as aligned text."""
+        rows = [("#", "config", "status", "median us", "interval us", "calls")]
+        ordered = sorted(self.candidates, key=lambda c: (math.isnan(c.median_us), c.median_us))
+        for c in ordered:
+            interval = "-" if not c.count else f"[{c.ci_low_us:.3f}, {c.ci_high_us:.3f}]"
+            median = "-" if not c.count else f"{c.median_us:.3f}"
+            status = c.status.value + (f": {c.error}" if c.error else "")
+            rows.append((str(c.index), _short(c.config), status, median, interval, str(c.count)))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "best_index": self.best_index,
+            "best": _jsonable(self.best),
+            "stop": self.stop.value,
+            "rounds": self.rounds,
+            "reps": self.reps,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
+
+
+class TuneError(AprofError):
+    """Every candidate failed; :attr:`candidates` says how (their ``error``)."""
+
+    def __init__(self, message: str, candidates: Sequence[Candidate[Any]]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+
+
+# -- the race (sans-IO) ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """Measure candidate *index* for *reps* calls (*kernels*: its known kernel count, or None)."""
+
+    index: int
+    reps: int
+    kernels: int | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Round:
+    """One round's requests, in the (shuffled) order to run them.
+
+    The outcome is a mapping from each request's index to its BenchResult or exception.
+    """
+
+    number: int
+    requests: tuple[Request, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RaceOutcome:
+    """The race's end, before the configurations are attached."""
+
+    best_index: int
+    statuses: tuple[CandidateStatus, ...]
+    samples: tuple[tuple[float, ...], ...]
+    rounds_measured: tuple[int, ...]
+    errors: tuple[str | None, ...]
+    stop: TuneStop
+    rounds: int
+    confidence: float
+
+    def interval(self, index: int) -> tuple[float, float, float]:
+        """(median, low, high) of candidate *index* (nan without samples)."""
+        return _stats(self.samples[index], self.confidence)
+
+
+Race = Generator[Round, Mapping[int, BenchResult | BaseException], RaceOutcome]
+
+
+def _stats(samples: Sequence[float], confidence: float) -> tuple[float, float, float]:
+    if not samples:
+        return math.nan, math.nan, math.nan
+    ordered = sorted(samples)
+    low, high, _ = median_interval(ordered, confidence)
+    return quantile(ordered, 0.5), low, high
+
+
+def race(
+    count: int,
+    *,
+    rel_width: float = 0.02,
+    confidence: float = 0.95,
+    first_reps: int = 10,
+    max_reps: int = 1000,
+    seed: int = 0,
+    racing: bool = True,
+) -> Race:
+    """Race *count* candidates (see the module docstring for the rule)."""
+    rng = random.Random(seed)
+    samples: list[list[float]] = [[] for _ in range(count)]
+    kernels: list[int | None] = [None] * count
+    rounds_of = [0] * count
+    errors: list[str | None] = [None] * count
+    status: list[CandidateStatus | None] = [None] * count  # None: live
+    number = 0
+    stop = TuneStop.CONVERGED
+    while True:
+        live = [i for i in range(count) if status[i] is None]
+        stats = {i: _stats(samples[i], confidence) for i in live}
+        if number and live and racing:
+            leader = min(live, key=lambda i: stats[i][0])
+            for i in live:
+                if stats[i][1] > stats[leader][2]:
+                    status[i] = CandidateStatus.ELIMINATED
+            live = [i for i in live if status[i] is None]
+        todo = []
+        for i in live:
+            median, low, high = stats[i]
+            have = len(samples[i])
+            if number and (have >= max_reps or (median > 0 and (high - low) / median <= rel_width)):
+                continue
+            if number and median <= 0 and high - low <= 0:
+                continue  # all-zero samples: nothing to narrow
+            want = have or first_reps
+            todo.append(Request(i, max(1, min(want, max_reps - have)), kernels[i]))
+        if not todo:
+            if any(len(samples[i]) >= max_reps and _width(stats[i]) > rel_width for i in live):
+                stop = TuneStop.MAX_REPS
+            break
+        rng.shuffle(todo)
+        outcome = yield Round(number, tuple(todo))
+        for request in todo:
+            got = outcome[request.index]
+            if isinstance(got, BaseException):
+                status[request.index] = CandidateStatus.FAILED
+                errors[request.index] = f"{type(got).__name__}: {got}"
+                continue
+            samples[request.index].extend(got.samples_us)
+            rounds_of[request.index] += 1
+            kernels[request.index] = sum(k.per_call for k in got.kernels)
+        number += 1
+    live = [i for i in range(count) if status[i] is None]
+    if not live:
+        return RaceOutcome(
+            -1,
+            tuple(CandidateStatus.FAILED for _ in range(count)),
+            tuple(tuple(s) for s in samples),
+            tuple(rounds_of),
+            tuple(errors),
+            stop,
+            number,
+            confidence,
+        )
+    stats = {i: _stats(samples[i], confidence) for i in live}
+    best = min(live, key=lambda i: (stats[i][0], i))
+    for i in live:
+        if i == best:
+            status[i] = CandidateStatus.BEST
+        elif stats[i][1] <= stats[best][2]:
+            status[i] = CandidateStatus.TIED
+        else:
+            status[i] = CandidateStatus.ELIMINATED
+    final = tuple(s if s is not None else CandidateStatus.FAILED for s in status)
+    return RaceOutcome(
+        best,
+        final,
+        tuple(tuple(s) for s in samples),
+        tuple(rounds_of),
+        tuple(errors),
+        stop,
+        number,
+        confidence,
+    )
+
+
+def _width(stats: tuple[float, float, float]) -> float:
+    median, low, high = stats
+    return (high - low) / median if median > 0 else 0.0
+
+
+def _result(
+    configs: Sequence[ConfigT], outcome: RaceOutcome, key: Mapping[str, Any] | None
+) -> TuneResult[ConfigT]:
+    candidates = []
+    for i, config in enumerate(configs):
+        median, low, high = outcome.interval(i)
+        candidates.append(
+            Candidate(
+                i,
+                config,
+                outcome.statuses[i],
+                median,
+                low,
+                high,
+                len(outcome.samples[i]),
+                outcome.rounds_measured[i],
+                outcome.errors[i],
+            )
+        )
+    if outcome.best_index < 0:
+        table = "; ".join(f"#{c.index} {_short(c.config)}: {c.error}" for c in candidates)
+        raise TuneError(f"tune(): every candidate failed: {table}", candidates)
+    return TuneResult(
+        best=configs[outcome.best_index],
+        best_index=outcome.best_index,
+        candidates=tuple(candidates),
+        stop=outcome.stop,
+        rounds=outcome.rounds,
+        reps=sum(len(s) for s in outcome.samples),
+        key=key,
+    )
+
+
+# -- the cache ----------------------------------------------------------------------------------------------
+def default_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``$ASC_APROF_TUNE_CACHE``, else ``${XDG_CACHE_HOME:-~/.cache}/asc-aprof/tune``."""
+    env = os.environ if environ is None else environ
+    if env.get(CACHE_VARIABLE):
+        return Path(env[CACHE_VARIABLE])
+    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
+    return base / "asc-aprof" / "tune"
+
+
+def _jsonable(value: Any) -> Any:
+    """*value* as JSON data (round-tripped), objects JSON cannot encode as their repr."""
+    return json.loads(json.dumps(value, sort_keys=True, default=repr))
+
+
+def _short(config: Any, limit: int = 40) -> str:
+    text = json.dumps(_jsonable(config), sort_keys=True)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def cache_key(key: Any, configs: Sequence[Any], chip: str, cann: str) -> dict[str, Any]:
+    """The fields a cache entry is keyed by (see the module docstring)."""
+    return {
+        "key": _jsonable(key),
+        "candidates": [_jsonable(c) for c in configs],
+        "chip": chip,
+        "cann": cann,
+        "asc_aprof": __version__,
+    }
+
+
+def cache_file(directory: Path, fields: Mapping[str, Any]) -> Path:
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+    return directory / f"{digest}.json"
+
+
+def load_cached(
+    path: Path, fields: Mapping[str, Any], configs: Sequence[ConfigT]
+) -> TuneResult[ConfigT] | None:
+    """The stored result, or None (missing, unreadable, or stored for other fields)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != CACHE_FORMAT or data.get("version") != CACHE_VERSION:
+            return None
+        if data["fields"] != json.loads(json.dumps(fields, sort_keys=True)):
+            return None
+        stored = data["result"]
+        candidates = tuple(
+            Candidate(
+                index=int(c["index"]),
+                config=configs[int(c["index"])],
+                status=CandidateStatus(c["status"]),
+                median_us=float(c["median_us"]),
+                ci_low_us=float(c["ci_low_us"]),
+                ci_high_us=float(c["ci_high_us"]),
+                count=int(c["count"]),
+                rounds=int(c["rounds"]),
+                error=c["error"],
+            )
+            for c in stored["candidates"]
+        )
+        best = int(stored["best_index"])
+        return TuneResult(
+            best=configs[best],
+            best_index=best,
+            candidates=candidates,
+            stop=TuneStop.CACHED,
+            rounds=int(stored["rounds"]),
+            reps=int(stored["reps"]),
+            cached=True,
+            key=dict(fields),
+        )
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def store(path: Path, fields: Mapping[str, Any], result: TuneResult[Any]) -> None:
+    """Write the entry atomically (a reader sees the old file or the new one, never a part)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {
+        "format": CACHE_FORMAT,
+        "version": CACHE_VERSION,
+        "fields": dict(fields),
+        "result": result.to_dict(),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=".tune-", suffix=".json", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(data, out, sort_keys=True, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+_VERSION_LINE = re.compile(r"^\s*(?:version|Version)\s*=\s*(\S+)", re.MULTILINE)
+
+
+def platform_of(info: Mapping[str, Any], toolkit_library: Path) -> tuple[str, str]:
+    """(chip, CANN version) from a run's ``host/info.json`` and the toolkit's version files."""
+    chip = str(info.get("aprofsim_chip") or f"platform {info.get('platform_version', 'unknown')}")
+    cann = info.get("aprofsim_cann_version")
+    if not cann:
+        root = toolkit_library.resolve().parent.parent
+        for name in ("version.info", "version.cfg", "compiler/version.info", "runtime/version.info"):
+            try:
+                found = _VERSION_LINE.search((root / name).read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                continue
+            if found:
+                cann = found.group(1)
+                break
+    return chip, str(cann or "unknown")
+
+
+def read_info(run_dir: Path) -> dict[str, Any]:
+    try:
+        data = json.loads((run_dir / "host" / "info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+# -- checks shared by the drivers -------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class TuneOptions:
+    rel_width: float
+    confidence: float
+    first_reps: int
+    max_reps: int
+    warmup: int
+    seed: int
+    racing: bool
+
+    def __post_init__(self) -> None:
+        if not self.rel_width > 0:
+            raise InvalidArgumentError(f"rel_width must be > 0, got rel_width={self.rel_width}")
+        if not 0 < self.confidence < 1:
+            raise InvalidArgumentError(f"confidence must be in (0, 1), got confidence={self.confidence}")
+        if self.first_reps < 6:
+            raise InvalidArgumentError(
+                f"first_reps must be >= 6 (fewer calls give no median interval), got {self.first_reps}"
+            )
+        if self.max_reps < self.first_reps:
+            raise InvalidArgumentError(
+                f"max_reps must be >= first_reps, got max_reps={self.max_reps}, first_reps={self.first_reps}"
+            )
+        if self.warmup < 0:
+            raise InvalidArgumentError(f"warmup must be >= 0 calls, got warmup={self.warmup}")
+
+    def race(self, count: int) -> Race:
+        return race(
+            count,
+            rel_width=self.rel_width,
+            confidence=self.confidence,
+            first_reps=self.first_reps,
+            max_reps=self.max_reps,
+            seed=self.seed,
+            racing=self.racing,
+        )
+
+    def bench(self, request: Request) -> BenchConfig:
+        return BenchConfig(
+            warmup=self.warmup,
+            reps=request.reps,
+            max_reps=max(1000, request.reps),
+            confidence=self.confidence,
+            kernels=request.kernels,
+            max_time=math.inf,
+        )
+
+
+def check_candidates(
+    configs: Iterable[ConfigT], devices: Iterable[int] | None
+) -> tuple[list[ConfigT], list[int]]:
+    listed = list(configs)
+    if not listed:
+        raise InvalidArgumentError("tune() needs at least one candidate configuration")
+    device_list = [0] if devices is None else [int(d) for d in devices]
+    if not device_list or len(set(device_list)) != len(device_list):
+        raise InvalidArgumentError(f"devices must be distinct device ids, at least one, got {device_list}")
+    return listed, device_list
+
+
+# -- drivers ------------------------------------------------------------------------------------------------
+RunFn = Callable[[ConfigT, int], object]
+AsyncRunFn = Callable[[ConfigT, int], Awaitable[object]] | Callable[[ConfigT, int], object]
+
+
+def tune(
+    profiler: Any,
+    configs: Iterable[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    devices: Iterable[int] | None,
+    *,
+    key: Any,
+    flush: Callable[[int], object] | None,
+    options: TuneOptions,
+    cache: bool,
+    retune: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    chip: str | None,
+    cann: str | None,
+) -> TuneResult[ConfigT]:
+    """The blocking driver behind :meth:`Profiler.tune <asc_aprof.Profiler.tune>`."""
+    listed, device_list = check_candidates(configs, devices)
+    path: Path | None = None
+    fields: dict[str, Any] | None = None
+    if key is not None and cache:
+        if chip is None or cann is None:
+            with profiler.profile(device_list[0], cleanup=False) as probe:
+                pass
+            run_dir = profiler._run_dir(probe.result.run_id)
+            found = platform_of(read_info(run_dir), profiler.toolkit.library)
+            _drop_probe(profiler, run_dir)
+            chip, cann = chip or found[0], cann or found[1]
+        fields = cache_key(key, listed, chip, cann)
+        path = cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), fields)
+        if not retune:
+            hit = load_cached(path, fields, listed)
+            if hit is not None:
+                return hit
+    steps = options.race(len(listed))
+    outcome: Any = None
+    while True:
+        try:
+            step = steps.send(outcome)
+        except StopIteration as stop:
+            result = _result(listed, stop.value, fields)
+            break
+        outcome = _run_round_sync(profiler, listed, run, flush, step, device_list, options)
+    if path is not None and fields is not None:
+        store(path, fields, result)
+    return result
+
+
+def _drop_probe(profiler: Any, run_dir: Path) -> None:
+    if profiler.owns_result_path:
+        from ._collector import remove_run_dir
+
+        remove_run_dir(run_dir, profiler.result_path)
+
+
+def _run_round_sync(
+    profiler: Any,
+    configs: Sequence[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    flush: Callable[[int], object] | None,
+    step: Round,
+    devices: Sequence[int],
+    options: TuneOptions,
+) -> dict[int, BenchResult | BaseException]:
+    queue = deque(step.requests)
+    lock = threading.Lock()  # guards queue and out
+    out: dict[int, BenchResult | BaseException] = {}
+
+    def worker(device: int) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                request = queue.popleft()
+            config = configs[request.index]
+            fn = functools.partial(run, config, device)
+            flush_fn = None if flush is None else functools.partial(flush, device)
+            try:
+                got: BenchResult | BaseException = profiler._bench(
+                    fn, device, flush_fn, options.bench(request), True, None, None
+                )
+            except Exception as exc:
+                got = exc
+            with lock:
+                out[request.index] = got
+
+    if len(devices) == 1:
+        worker(devices[0])
+    else:
+        with concurrent.futures.ThreadPoolExecutor(len(devices), thread_name_prefix="asc-aprof-tune") as pool:
+            for f in [pool.submit(worker, d) for d in devices]:
+                f.result()
+    return out
+
+
+async def tune_async(
+    profiler: Any,
+    configs: Iterable[ConfigT],
+    run: Callable[[ConfigT, int], Awaitable[object]] | Callable[[ConfigT, int], object],
+    devices: Iterable[int] | None,
+    *,
+    key: Any,
+    flush: Callable[[int], Awaitable[object]] | Callable[[int], object] | None,
+    options: TuneOptions,
+    cache: bool,
+    retune: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    chip: str | None,
+    cann: str | None,
+) -> TuneResult[ConfigT]:
+    """The awaiting driver behind :meth:`AsyncProfiler.tune <asc_aprof.AsyncProfiler.tune>`."""
+    listed, device_list = check_candidates(configs, devices)
+    path: Path | None = None
+    fields: dict[str, Any] | None = None
+    if key is not None and cache:
+        if chip is None or cann is None:
+            async with profiler.profile(device_list[0], cleanup=False) as probe:
+                pass
+            run_dir = profiler._run_dir(probe.result.run_id)
+            info = await anyio.to_thread.run_sync(read_info, run_dir)
+            found = platform_of(info, profiler.toolkit.library)
+            await anyio.to_thread.run_sync(_drop_probe, profiler, run_dir)
+            chip, cann = chip or found[0], cann or found[1]
+        fields = cache_key(key, listed, chip, cann)
+        path = cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), fields)
+        if not retune:
+            hit = await anyio.to_thread.run_sync(load_cached, path, fields, listed)
+            if hit is not None:
+                return hit
+    steps = options.race(len(listed))
+    outcome: Any = None
+    is_async = inspect.iscoroutinefunction(run)
+    flush_async = flush is not None and inspect.iscoroutinefunction(flush)
+    while True:
+        try:
+            step = steps.send(outcome)
+        except StopIteration as stop:
+            result = _result(listed, stop.value, fields)
+            break
+        queue = deque(step.requests)
+        out: dict[int, BenchResult | BaseException] = {}
+
+        async def worker(
+            device: int, queue: deque[Request], out: dict[int, BenchResult | BaseException]
+        ) -> None:
+            while queue:
+                request = queue.popleft()
+                config = listed[request.index]
+                fn: Any
+                if is_async:
+
+                    async def fn(c: ConfigT = config, d: int = device) -> None:
+                        await run(c, d)  # type: ignore[misc]
+
+                else:
+
+                    def fn(c: ConfigT = config, d: int = device) -> None:
+                        run(c, d)
+
+                flush_fn: Any = None
+                if flush is not None:
+                    if flush_async:
+
+                        async def flush_fn(d: int = device) -> None:
+                            await flush(d)  # type: ignore[misc]
+
+                    else:
+
+                        def flush_fn(d: int = device) -> None:
+                            flush(d)
+
+                try:
+                    out[request.index] = await profiler._bench(
+                        fn, device, flush_fn, options.bench(request), True, None, None
+                    )
+                except Exception as exc:
+                    out[request.index] = exc
+
+        async with anyio.create_task_group() as tg:
+            for device in device_list:
+                tg.start_soon(worker, device, queue, out)
+        outcome = out
+    if path is not None and fields is not None:
+        await anyio.to_thread.run_sync(store, path, fields, result)
+    return result

@@ -1,0 +1,112 @@
+"""asc_aprof.ray_sweep on a real local Ray cluster: two nodes with 4 fake NPUs each, the simulator in
+every actor. One module-scoped cluster (starting one takes ~15 s on 2 cores); skipped when the
+``ray`` extra is not installed (``pip install -e '.[ray]'``)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from asc_aprof import BenchConfig, sim  # noqa: E402
+from asc_aprof._report import load_json  # noqa: E402
+from asc_aprof.ray_sweep import NOSET_VARIABLE, Node, NodeLost, deal, merge_report, npu_nodes, ray_sweep  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore")  # ray's own deprecation warnings
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[list[Node]]:
+    sim.root()  # build once, before the actors race to
+    nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"NPU": 4}})
+    nodes.add_node(num_cpus=1, resources={"NPU": 4})
+    ray.init(address=nodes.address, logging_level="ERROR", log_to_driver=False)
+    nodes.wait_for_nodes()
+    try:
+        yield npu_nodes()
+    finally:
+        ray.shutdown()
+        nodes.shutdown()
+
+
+def launch(case: int, device: int) -> None:
+    assert "ASCEND_RT_VISIBLE_DEVICES" not in os.environ, "Ray must not set it while profiling"
+    assert os.environ.get(NOSET_VARIABLE) == "1"
+    sim.launch(f"k{case % 3}", device=device, duration_us=10.0 + case % 3)
+
+
+def pid_of(run_id: str) -> str:
+    found = re.search(r"_(\d{8})[A-Z]{8}$", run_id)
+    assert found, run_id
+    return found.group(1)
+
+
+def test_deal_follows_npu_counts() -> None:
+    nodes = [Node("a", "", 4), Node("b", "", 2)]
+    shares = deal(12, nodes)
+    assert sorted(shares[0] + shares[1]) == list(range(12))
+    assert (len(shares[0]), len(shares[1])) == (8, 4)
+
+
+def test_cases_run_on_every_node_and_merge_into_one_report(cluster: list[Node], tmp_path: Path) -> None:
+    assert [n.npus for n in cluster] == [4, 4]
+    with ray_sweep(range(24), launch, simulate=True) as items:
+        got = list(items)
+    assert sorted(i.case for i in got) == list(range(24))
+    assert [i.error for i in got if i.error is not None] == []
+    assert {i.device for i in got} == {0, 1, 2, 3}  # the assigned NPU ids, passed explicitly
+    results = [i.result for i in got if i.result is not None]
+    assert len({pid_of(r.run_id) for r in results}) == 2  # one process per node
+    path = merge_report(got, tmp_path / "all.json")
+    loaded = load_json(path)
+    assert len(loaded) == 24
+    assert sum(len(r.tasks) for r in loaded) == 24
+
+
+def test_bench_sweep_streams_bench_items(cluster: list[Node]) -> None:
+    with ray_sweep(range(8), launch, simulate=True, bench=BenchConfig(reps=10)) as items:
+        got = sorted(items, key=lambda i: i.case)
+    assert [i.error for i in got] == [None] * 8
+    assert [i.bench.median_us for i in got if i.bench is not None] == [10.0 + c % 3 for c in range(8)]
+
+
+def die_on_five(case: int, device: int) -> None:
+    if case == 5:
+        os._exit(3)  # the node's actor dies mid-sweep
+    time.sleep(0.05)
+    launch(case, device)
+
+
+def test_a_dead_node_turns_its_unfinished_cases_into_errors(cluster: list[Node]) -> None:
+    shares = deal(16, cluster)
+    dying = next(k for k, share in enumerate(shares) if 5 in share)
+    with ray_sweep(range(16), die_on_five, simulate=True) as items:
+        got = list(items)
+    assert sorted(i.case for i in got) == list(range(16))  # every case has an item
+    lost = [i for i in got if isinstance(i.error, NodeLost)]
+    assert 5 in {i.case for i in lost}
+    assert {i.case for i in lost} <= set(shares[dying])
+    other = 1 - dying
+    assert all(i.error is None for i in got if i.case in shares[other])
+
+
+def slow(case: int, device: int) -> None:
+    time.sleep(0.5)
+    launch(case, device)
+
+
+def test_leaving_early_kills_the_actors(cluster: list[Node]) -> None:
+    with ray_sweep(range(64), slow, simulate=True) as items:
+        first = next(items)
+    assert first.error is None
+    # the NPUs are free again: a new sweep gets both nodes' actors scheduled and finishes
+    with ray_sweep(range(4), launch, simulate=True) as items:
+        assert sorted(i.case for i in items) == [0, 1, 2, 3]
