@@ -243,3 +243,145 @@ def test_device_ids_of_directories_and_cells() -> None:
     assert device_of_directory("7") == 7
     assert device_of_directory("host") is None
     assert device_of_directory("device_x") is None
+
+
+# -- quotes: one rule for counting and splitting (RFC 4180 quoting) ------------------------------
+
+SHORT_HEADER = "Op Name,Task Type,Task Duration(us)"
+
+
+@pytest.mark.parametrize(
+    ("header", "row"),
+    [
+        (SHORT_HEADER, 'x"y,",AI_CORE,5'),  # csv kept the first quote literal: an IndexError escaped
+        (SHORT_HEADER, 'a"b,c"d,5,f'),  # counted as 3 fields, split as 4: a task with shifted columns
+        (SHORT_HEADER, '"ab"c,AI_CORE,5'),  # text after a closing quote
+        (SHORT_HEADER, 'k,AI_CORE,5"'),  # a quote at the end of an unquoted field
+        (SHORT_HEADER, 'k,AI"_CORE",5'),
+        (SHORT_HEADER, 'k,AI_CORE,""5'),
+        (NEW_HEADER, new_row("0", "1", "k", "AI_CORE", "1.0", shapes='x"8,2048"')),  # after the k-th comma
+        (NEW_HEADER, new_row("0", "1", "k", "AI_CORE", "1.0", shapes='"8,2048"x')),
+        (NEW_HEADER, new_row("0", "1", "k", "AI_CORE", "1.0", shapes='"""8,2048""" ')),
+        (NEW_HEADER, new_row("0", "1", 'k"', "AI_CORE", "1.0")),
+    ],
+)
+def test_misplaced_quotes_are_a_parse_error_naming_file_and_line(header: str, row: str) -> None:
+    good = new_row("0", "1", "k", "AI_CORE", "1.0") if header == NEW_HEADER else "k,AI_CORE,1.0"
+    data = "\n".join([header, good, row, good, ""]).encode()
+    for whole in (True, False):
+        parser = TaskParser("op_summary_q.csv")
+        with pytest.raises(ParseError) as info:
+            if whole:
+                parser.feed(data)
+            else:
+                for i in range(len(data)):
+                    parser.feed(data[i : i + 1])
+            parser.close()
+        assert (info.value.source, info.value.line) == ("op_summary_q.csv", 3)
+        assert "quote" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("cell", "value"),
+    [
+        ('"k"', "k"),
+        ('""', ""),
+        ('""""', '"'),
+        ('"""1,2"""', '"1,2"'),  # the triple-quoted shape cells of real files
+        ('"a,""b"",c"', 'a,"b",c'),
+        ('"x\ty"', "x\ty"),
+        ('","', ","),
+    ],
+)
+def test_well_formed_quoted_cells_split_like_csv(cell: str, value: str) -> None:
+    import csv
+
+    for header, row in [
+        (SHORT_HEADER, f"{cell},AI_CORE,1.5"),
+        (SHORT_HEADER, f"k,{cell},1.5"),
+        (NEW_HEADER, new_row("0", "1", cell, "AI_CORE", "1.5", shapes=cell)),
+    ]:
+        fields = next(csv.reader([row]))
+        assert len(fields) == len(header.split(","))
+        name, ttype = (fields[0], fields[1]) if header == SHORT_HEADER else (fields[4], fields[7])
+        tasks = both(f"{header}\n{row}\n".encode())
+        assert [(t.name, t.type, t.duration) for t in tasks] == [(name, ttype, 1.5)]
+        assert value in (name, ttype)
+
+
+@pytest.mark.parametrize(
+    "duration", ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", " inf ", "1e309", "-1e309"]
+)
+def test_non_finite_durations_are_refused(duration: str) -> None:
+    for header, row in [
+        (SHORT_HEADER, f"k,AI_CORE,{duration}"),
+        (SHORT_HEADER, f'k,AI_CORE,"{duration}"'),
+        (NEW_HEADER, new_row("0", "1", "k", "AI_CORE", duration)),
+    ]:
+        ok = "k,AI_CORE,1.0" if header == SHORT_HEADER else new_row("0", "1", "k", "AI_CORE", "1.0")
+        parser = TaskParser("nf.csv")
+        with pytest.raises(ParseError) as info:
+            parser.feed(f"{header}\n{ok}\n{row}\n".encode())
+            parser.close()
+        assert info.value.line == 3 and "not a finite number" in str(info.value)
+
+
+def test_large_finite_durations_are_kept() -> None:
+    data = f"{SHORT_HEADER}\nk,AI_CORE,1e308\nk,AI_CORE,1.7976931348623157e308\nk,AI_CORE,-0.0\n".encode()
+    assert [t.duration for t in both(data)] == [1e308, 1.7976931348623157e308, -0.0]
+
+
+# -- the same public API on both paths -----------------------------------------------------------
+
+PLAIN = f"{SHORT_HEADER}\nk,AI_CORE,1.5\nj,MIX_AIC,2\n".encode()
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_feed_takes_any_bytes_like_object(kind: type) -> None:
+    for cut in (0, 5, len(SHORT_HEADER) + 1, len(PLAIN)):  # with and without a pending partial line
+        parser = TaskParser("b")
+        tasks = parser.feed(kind(PLAIN[:cut])) + parser.feed(kind(PLAIN[cut:])) + parser.close()
+        assert [(t.name, t.duration) for t in tasks] == [("k", 1.5), ("j", 2.0)]
+
+
+@pytest.mark.parametrize("value", ["k,AI_CORE,1\n", 5, None, [1, 2]])
+def test_feed_refuses_what_is_not_bytes(value: object) -> None:
+    parser = TaskParser("b")
+    parser.feed(PLAIN[:10])
+    with pytest.raises(TypeError, match="bytes"):
+        parser.feed(value)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("limit", "accepted"), [(1e6, True), (40.0, True), (38.9, False), (float("inf"), True)]
+)
+def test_max_line_length_may_be_a_float(limit: float, accepted: bool) -> None:
+    row = "k" * 27 + ",AI_CORE,1.5"  # 39 characters
+    data = f"{SHORT_HEADER}\n{row}\n".encode()
+    parser = TaskParser("f", max_line_length=limit)  # type: ignore[arg-type]
+    if accepted:
+        assert len(parser.feed(data) + parser.close()) == 1
+    else:
+        with pytest.raises(ParseError, match="longer than 38 characters"):
+            parser.feed(data)
+
+
+@pytest.mark.parametrize("limit", [float("nan"), -1, "100", None])
+def test_max_line_length_must_be_a_number_of_characters(limit: object) -> None:
+    with pytest.raises((TypeError, ValueError), match="max_line_length"):
+        TaskParser("f", max_line_length=limit)  # type: ignore[arg-type]
+
+
+def test_a_quoted_stretch_seen_before_is_still_checked_in_its_row() -> None:
+    """The pure path remembers checked stretches; what surrounds them is checked on every row."""
+    good = new_row("0", "1", "k", "AI_CORE", "1.0")
+    for bad in (
+        good.replace(',"""8', ',x"""8', 1),
+        good.replace('2048""",FLOAT16;', '2048"""x,FLOAT16;', 1),
+        good.replace('2048""",FLOAT16,', '2048"""x,FLOAT16,', 1),
+    ):
+        assert bad != good
+        parser = TaskParser("s.csv")
+        with pytest.raises(ParseError, match="misplaced quote") as info:
+            parser.feed("\n".join([NEW_HEADER, good, good, bad, good, ""]).encode())
+        assert info.value.line == 4

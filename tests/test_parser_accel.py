@@ -31,10 +31,13 @@ from asc_aprof._parser import DEFAULT_MAX_LINE_LENGTH
 from .reliability.test_parser_fuzz import (
     LAYOUTS,
     OLD_LAYOUT_DEVICE,
+    QUOTE_CELLS,
     Doc,
+    QuotedDoc,
     corrupted,
     docs,
     fuzz_settings,
+    quoted_docs,
     splits,
 )
 from .test_parser import NEW_HEADER, REAL_CSV, new_row
@@ -169,6 +172,8 @@ def tricky_docs(draw: st.DrawFn) -> tuple[bytes, int | None, int]:
             cells[header.index(c_id)] = rng.choice(INTEGERS).encode()
         if c_dev is not None:
             cells[header.index(c_dev)] = rng.choice(INTEGERS[:8] + INTEGERS).encode()
+        for _ in range(rng.choice([0, 0, 1, 2])):  # quotes anywhere, well-formed or misplaced
+            cells[rng.randrange(len(cells))] = rng.choice(QUOTE_CELLS).encode()
         if roll > 0.95:
             cells.append(b"extra")
         elif roll > 0.9:
@@ -206,6 +211,13 @@ def test_tricky_cells_same_result_whole_and_split(
     same(raw, data.draw(splits(len(raw))), device=device, max_line_length=limit)
 
 
+@fuzz_settings(1500)
+@given(data=st.data(), doc=quoted_docs())
+def test_quote_heavy_rows_same_result_whole_and_split(data: st.DataObject, doc: QuotedDoc) -> None:
+    outcome = same(doc.data, data.draw(splits(len(doc.data))), device=doc.device)
+    assert (outcome.error is None) == (doc.error_line is None)
+
+
 # -- targeted cases ------------------------------------------------------------------------------
 
 
@@ -229,6 +241,13 @@ def _doc(*rows: str, header: str = NEW_HEADER, end: str = "\n") -> bytes:
         new_row("zero", "1", "k", "AI_CORE", "1"),
         new_row("0", "1", "k", "AI_CORE", "1", shapes="N/A") + '"',
         new_row("0", "1", "k", "AI_CORE", "1") + ",extra",
+        new_row("0", "1", "k", "AI_CORE", "1", shapes='x"8,2048"'),  # misplaced quotes after k
+        new_row("0", "1", "k", "AI_CORE", "1", shapes='"8,2048"x'),
+        new_row("0", "1", "k", "AI_CORE", "1", shapes='"8,""2048"'),
+        new_row("0", "1", 'x"y', "AI_CORE", "1"),  # and before it
+        new_row("0", "1", "k", "AI_CORE", "nan"),
+        new_row("0", "1", "k", "AI_CORE", "1e309"),
+        new_row("0", "1", "k", "AI_CORE", "-1e400"),
         "0,1,2",
         "",
         "   ",

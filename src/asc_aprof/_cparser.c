@@ -3,11 +3,12 @@
  * One function, parse_rows(), consumes complete lines of a CSV chunk, as bytes, and appends
  * their ProfilingTask records to a list. The contract with _parser.py: every line it consumes
  * gives exactly what TaskParser._rows gives for that line (tasks, skipped counts, data rows,
- * line count). Any line that is not the plain fast case -- a quote in the first k fields,
- * unbalanced quotes, a wrong field count, a number that is not plain, N/A or host cells,
- * invalid UTF-8 in the name or type, a line longer in bytes than the limit -- is left
- * untouched: the call stops at its first byte and says so, Python runs its own per-line code
- * on it (including raising the error with its line number), and calls back for the rest.
+ * line count). Any line that is not the plain fast case -- a quote in the first k fields, a
+ * quote breaking the quoting rule, a wrong field count, a number that is not plain, a
+ * non-finite duration, N/A or host cells, invalid UTF-8 in the name or type, a line longer in
+ * bytes than the limit -- is left untouched: the call stops at its first byte and says so,
+ * Python runs its own per-line code on it (including raising the error with its line number),
+ * and calls back for the rest.
  *
  * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
  */
@@ -17,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <float.h>
+#include <math.h>
 #include <string.h>
 
 /* Kernel names repeat (a run launches few distinct kernels): a small per-call cache of the
@@ -304,23 +306,42 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     if (first_quote < (f == c->k ? i : n)) {
         return ROW_FALLBACK;
     }
-    /* The field count, on every row: commas outside quotes; each '"' toggles (an escaped ""
-     * toggles twice). Wrong counts and odd quotes are errors, which Python raises. Both
-     * loops are branch-free: the first vectorises, the second avoids mispredictions. */
+    /* The field count, on every row: the commas outside quotes. Quoting follows _parser.py's one
+     * rule (RFC 4180): a quoted field opens with '"' at its start, doubles every '"' inside and
+     * closes right before a comma or the line end. A row that breaks it (an odd quote, a quote
+     * inside an unquoted field, text after a closing quote) or has the wrong count is an error,
+     * which Python raises. The unquoted stretches are counted branch-free (the loop
+     * vectorises); quoted text is skipped with memchr. */
     Py_ssize_t commas = f;
-    unsigned quoted = 0;
-    if (quote == NULL) {
-        for (; i < n; i++) {
+    while (i < n) {
+        const char *open = quote ? memchr(p + i, '"', (size_t)(n - i)) : NULL;
+        Py_ssize_t stop = open ? open - p : n;
+        for (; i < stop; i++) {
             commas += p[i] == ',';
         }
-    }
-    else {
-        for (; i < n; i++) {
-            quoted ^= p[i] == '"';
-            commas += (p[i] == ',') & (quoted ^ 1u);
+        if (open == NULL) {
+            break;
+        }
+        if (p[stop - 1] != ',') { /* stop >= 1: the k-th comma precedes every quote here */
+            return ROW_FALLBACK;
+        }
+        for (i = stop + 1;;) {
+            const char *close = memchr(p + i, '"', (size_t)(n - i));
+            if (close == NULL) {
+                return ROW_FALLBACK;
+            }
+            i = close - p + 1;
+            if (i < n && p[i] == '"') { /* an escaped "" */
+                i++;
+                continue;
+            }
+            break;
+        }
+        if (i < n && p[i] != ',') {
+            return ROW_FALLBACK;
         }
     }
-    if (quoted || commas + 1 != c->ncols) {
+    if (commas + 1 != c->ncols) {
         return ROW_FALLBACK;
     }
 
@@ -341,6 +362,9 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     int rc = plain_float(p + FIELD_START(c->i_dur), p + c->ends[c->i_dur], &duration);
     if (rc != ROW_DONE) {
         return rc;
+    }
+    if (!isfinite(duration)) { /* nan, inf, or beyond the float range (1e309): Python refuses it */
+        return ROW_FALLBACK;
     }
     long long task_id = 0, device = 0;
     if (c->i_id >= 0 && !plain_int(p + FIELD_START(c->i_id), p + c->ends[c->i_id], &task_id)) {

@@ -12,13 +12,32 @@ feeds is never mis-decoded. The first line is the header: columns are looked up 
 aliases (op_summary, task_time, torch_npu kernel_details; Block Dim/Num and start-time drift do
 not matter because only id, name, type, duration and device are read).
 
+Quoting follows one rule, RFC 4180's, for counting fields and for splitting them (header and
+data rows alike): a field is either unquoted (no ``"`` in it) or quoted (it starts with ``"``,
+ends with the ``"`` right before the next comma or the line end, and doubles every ``"``
+inside). Any other ``"`` -- inside an unquoted field, or text after a closing quote -- makes the
+row malformed: a :class:`ParseError` naming the file and line, never a row split one way and
+counted another (which once let an ``IndexError`` escape, or shifted a row's columns). Real
+msprof files quote only cells with commas or quotes in them (a shape cell holding ``"8,2048"``,
+quotes included, is written triple-quoted), which this rule reads exactly as :mod:`csv` does.
+
 Each data line is split with ``str.split(",", k)`` where ``k`` covers the columns we read. That
 is exact when no ``"`` occurs before the k-th comma (msprof quotes only shape cells, which come
-later); otherwise the line goes through :mod:`csv`. The field count is still checked on every
-row, counting commas outside quotes with the quote-toggle rule (a ``"`` flips inside/outside;
-an escaped ``""`` flips twice), so a truncated or corrupt row is a :class:`ParseError` naming the
-line, never a silently shifted one. Quoted fields with embedded newlines do not occur in msprof
-output and are reported as malformed.
+later); otherwise the quoted line is split by the rule above. The field count is checked on
+every row: splitting at ``"`` gives the text outside and inside quotes in turn; the rule holds
+when every outside piece between quoted ones is empty (an escaped ``""``) or starts and ends
+with a comma, and the fields are the commas outside quotes plus one. A truncated or corrupt row
+is a :class:`ParseError` naming the line, never a silently shifted one. Quoted fields with
+embedded newlines do not occur in msprof output and are reported as malformed.
+
+A duration must be a finite number: ``nan``, ``inf`` and values beyond the float range (``1e309``)
+are refused with a :class:`ParseError` like any other non-numeric duration (msprof never writes
+them; a NaN in a median makes it depend on the row order). ``N/A`` is the one non-number that is
+skipped, with its reason counted.
+
+:meth:`TaskParser.feed` takes any bytes-like object (``bytes``, ``bytearray``, ``memoryview``) and
+``max_line_length`` any real number of characters (a float is rounded down; ``inf`` means no
+limit), identically on the pure and the accelerated path.
 
 Rows that are not tasks are counted, not dropped silently: ``PROFILING_ENABLE`` /
 ``PROFILING_DISABLE`` control rows and rows whose duration is ``N/A`` land in
@@ -38,14 +57,15 @@ loop on the undecoded complete-lines region of each feed.
 
 Its contract: results are identical to the pure path for every input -- tasks, ``skipped``,
 ``data_rows``, and errors with their file and line. C handles only the plain case (no ``"`` in
-the first k fields, balanced quotes and the right field count, plain numbers, valid UTF-8 name
-and type, control rows); for any other line it stops at that line and Python decodes it and
-runs the pure path's code on it (``_lines``: the length check in characters, the header, csv,
-``N/A``/``host``, every error), then C resumes at the next line. When fallbacks come back to
-back, Python takes a growing batch of lines (up to 256) before C tries again, so input C cannot
-take costs about what the pure path costs. Processing any run of lines through ``_lines`` is
-the reference by definition, and decoding it separately equals decoding the chunk and
-splitting: ``\n`` is never part of a UTF-8 sequence and "replace" never swallows an ASCII byte.
+the first k fields, quotes after them that follow the quoting rule, the right field count, plain
+finite numbers, valid UTF-8 name and type, control rows); for any other line it stops at that
+line and Python decodes it and runs the pure path's code on it (``_lines``: the length check in
+characters, the header, quoted fields, ``N/A``/``host``, every error), then C resumes at the
+next line. When fallbacks come back to back, Python takes a growing batch of lines (up to 256)
+before C tries again, so input C cannot take costs about what the pure path costs. Processing
+any run of lines through ``_lines`` is the reference by definition, and decoding it separately
+equals decoding the chunk and splitting: ``\n`` is never part of a UTF-8 sequence and
+"replace" never swallows an ASCII byte.
 
 The C records are ``ProfilingTask`` instances taken out of the cyclic GC
 (``PyObject_GC_UnTrack``): they hold only str/int/float/None and have no ``__dict__``, so they
@@ -56,7 +76,8 @@ of ~12 ms instead of eight up to ~150-235 ms while ``profile()`` parses a millio
 
 from __future__ import annotations
 
-import csv
+import math
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -80,6 +101,9 @@ _parse_rows: Final = _load_accelerator()
 
 #: Most lines handed to the pure path at once when C keeps falling back.
 _FALLBACK_BATCH: Final = 256
+#: Quoted stretches a parser remembers (the first ones seen), and the longest it remembers.
+_STRETCHES: Final = 256
+_STRETCH_LENGTH: Final = 512
 
 #: Whether new parsers use the C row loop by default: the extension is built and
 #: ``ASC_APROF_PURE_PYTHON`` is not ``1``.
@@ -110,7 +134,8 @@ class TaskParser:
     :param source: the file name (or stream name) used in error messages
     :param device: the device for every task when the CSV has no ``Device_id`` column
         (old per-device layout: ``device_N/summary/op_summary_*.csv``)
-    :param max_line_length: longest line accepted, in characters (bounds the buffered tail)
+    :param max_line_length: longest line accepted, in characters (bounds the buffered tail); any
+        real number >= 0 (a float is rounded down, ``inf`` means no limit)
     :param accelerated: use the C row loop (True), the pure-Python one (False), or the default
         (None: :data:`ACCELERATED`); the results are identical either way
     :raises RuntimeError: for ``accelerated=True`` when the extension is not built
@@ -151,11 +176,27 @@ class TaskParser:
         self._i_name = 0
         self._i_type = 0
         self._i_dur = 0
+        # quoted stretches of rows already checked -> commas inside their quotes (bounded)
+        self._stretches: dict[str, int] = {}
+
+    @property
+    def max_line_length(self) -> int:
+        """The longest line accepted, in characters."""
+        return self._max_line_length
+
+    @max_line_length.setter
+    def max_line_length(self, value: float) -> None:
+        self._max_line_length = _line_limit(value)
 
     # -- public -----------------------------------------------------------------------------
-    def feed(self, data: bytes) -> list[ProfilingTask]:
-        """Consume *data*; return the tasks of every line it completed."""
+    def feed(self, data: bytes | bytearray | memoryview) -> list[ProfilingTask]:
+        """Consume *data* (any bytes-like object); return the tasks of every line it completed.
+
+        :raises TypeError: when *data* is not bytes-like (a ``str``, say)
+        """
         self._check_usable()
+        if type(data) is not bytes:
+            data = _as_bytes(data)
         if not data:
             return []
         buf = self._pending + data if self._pending else data
@@ -219,8 +260,8 @@ class TaskParser:
             self._crlf = True
             line = line[:-1]
         try:
-            header = [c.strip().strip('"') for c in next(csv.reader([line]))]
-        except csv.Error as exc:
+            header = [c.strip().strip('"') for c in _split_quoted(line)]
+        except _RowError as exc:
             self._fail(f"unreadable header: {exc}", self._line)
             raise AssertionError from exc  # unreachable: _fail raises
         i_dur = _find(header, DURATION_COLUMNS)
@@ -279,7 +320,7 @@ class TaskParser:
                     self._crlf,
                     self.skipped,
                     ProfilingTask,
-                    max(-1, min(self.max_line_length, sys.maxsize)),
+                    min(self._max_line_length, sys.maxsize),
                 )
                 self.data_rows += rows
                 self._line += lines
@@ -323,6 +364,7 @@ class TaskParser:
         default_device = self.default_device
         crlf = self._crlf
         skipped = self.skipped
+        stretches = self._stretches
         rows = 0
         cls = ProfilingTask
         index = -1
@@ -335,18 +377,35 @@ class TaskParser:
                 parts = line.split(",", k)
                 q = line.find('"')
                 if q < 0:
-                    nfields = len(parts) if len(parts) <= k else line.count(",") + 1
+                    nfields = len(parts) if len(parts) <= k else k + 1 + parts[k].count(",")
+                elif len(parts) > k and q >= len(line) - len(parts[k]):
+                    # Quotes only after the k-th comma (msprof's shape cells): the fields read are
+                    # split right; check and count the rest. The stretch from the first quote to
+                    # the last decides both (_check_quotes, inlined; even segments lie outside
+                    # quotes, odd ones inside); it repeats from row to row (a kernel launched N
+                    # times has the same shapes), so stretches already checked are remembered
+                    # with their quoted commas.
+                    rest = parts[k]
+                    start = q - (len(line) - len(rest))
+                    end = rest.rfind('"') + 1
+                    stretch = rest[start:end]
+                    inside = stretches.get(stretch)
+                    if inside is None:
+                        segments = stretch.split('"')
+                        if not len(segments) & 1:
+                            raise _RowError("unbalanced quotes (truncated or corrupt row)")
+                        for between in segments[2:-1:2]:
+                            if between and (between[0] != "," or between[-1] != ","):
+                                raise _RowError(_MISPLACED_QUOTE)
+                        inside = "".join(segments[1::2]).count(",")
+                        if len(stretches) < _STRETCHES and len(stretch) <= _STRETCH_LENGTH:
+                            stretches[stretch] = inside
+                    if (start and rest[start - 1] != ",") or (end < len(rest) and rest[end] != ","):
+                        raise _RowError(_MISPLACED_QUOTE)
+                    nfields = k + 1 + rest.count(",") - inside
                 else:
-                    # Commas outside quotes: every '"' toggles; an escaped '""' toggles twice.
-                    segments = line.split('"')
-                    if not len(segments) & 1:
-                        raise _RowError("unbalanced quotes (truncated or corrupt row)")
-                    nfields = line.count(",") - "".join(segments[1::2]).count(",") + 1
-                    if len(parts) <= k or q < len(line) - len(parts[k]):
-                        try:
-                            parts = next(csv.reader([line]))
-                        except csv.Error as exc:
-                            raise _RowError(f"malformed CSV row: {exc}") from None
+                    parts = _split_quoted(line)
+                    nfields = len(parts)
                 if nfields != ncols:
                     raise _RowError(f"expected {ncols} fields, got {nfields}")
                 rows += 1
@@ -362,6 +421,8 @@ class TaskParser:
                         skipped[SKIP_NA_DURATION] = skipped.get(SKIP_NA_DURATION, 0) + 1
                         continue
                     duration = _number(dur_text, float, "duration")
+                if duration - duration:  # nan or +-inf (finite values give 0.0)
+                    raise _RowError(f"duration is not a finite number: {dur_text!r}")
                 if i_id is None:
                     task_id = None
                 else:
@@ -390,6 +451,74 @@ class TaskParser:
 
 class _RowError(Exception):
     """A bad row inside the hot loop; turned into ParseError with the line number."""
+
+
+_MISPLACED_QUOTE: Final = "misplaced quote (a '\"' inside an unquoted field, or text after a closing quote)"
+
+
+def _check_quotes(segments: list[str]) -> None:
+    """Raise unless ``line.split('"')`` is a line quoted by the RFC 4180 rule.
+
+    The even segments lie outside quotes: the first must be empty or end a field (``,``), the last
+    be empty or start one, and each one between two quoted pieces be empty (the pieces are the two
+    halves of an escaped ``""``) or both.
+    """
+    if not len(segments) & 1:
+        raise _RowError("unbalanced quotes (truncated or corrupt row)")
+    first, last = segments[0], segments[-1]
+    if (first and first[-1] != ",") or (last and last[0] != ","):
+        raise _RowError(_MISPLACED_QUOTE)
+    for between in segments[2:-1:2]:
+        if between and (between[0] != "," or between[-1] != ","):
+            raise _RowError(_MISPLACED_QUOTE)
+
+
+def _fields(segments: list[str]) -> list[str]:
+    """The fields of a line checked by :func:`_check_quotes`, unquoted (as :mod:`csv` gives them)."""
+    fields = [""]
+    last = len(segments) - 1
+    for index, segment in enumerate(segments):
+        if index & 1:
+            fields[-1] += segment  # quoted text, commas and all
+        elif not segment:
+            if 0 < index < last:
+                fields[-1] += '"'  # an escaped "" inside a quoted field
+        else:
+            pieces = segment.split(",")
+            fields[-1] += pieces[0]
+            fields += pieces[1:]
+    return fields
+
+
+def _split_quoted(line: str) -> list[str]:
+    """Split one line by the quoting rule; :class:`_RowError` when it breaks it."""
+    if '"' not in line:
+        return line.split(",")
+    segments = line.split('"')
+    _check_quotes(segments)
+    return _fields(segments)
+
+
+def _as_bytes(data: object) -> bytes:
+    try:
+        return bytes(memoryview(data))  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"TaskParser.feed() takes bytes, not {type(data).__name__}") from None
+
+
+def _line_limit(value: object) -> int:
+    """*value* as a whole number of characters (floats rounded down, ``inf`` for no limit)."""
+    if isinstance(value, float):
+        if math.isnan(value) or value < 0:
+            raise ValueError(f"max_line_length must be a number >= 0, got {value!r}")
+        return sys.maxsize if math.isinf(value) else math.floor(value)
+    try:
+        limit = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"max_line_length must be a number, got {type(value).__name__}") from None
+    if limit < 0:
+        raise ValueError(f"max_line_length must be a number >= 0, got {value!r}")
+    return limit
 
 
 def _number(text: str, kind: type[float], what: str) -> float:

@@ -14,7 +14,11 @@ Properties:
 * any split of the byte stream gives the same tasks, counters and errors as feeding it whole;
 * random corruption (flipped, inserted, deleted, duplicated bytes, truncation) gives either tasks
   (still fully accounted for) or a :class:`ParseError`, never another exception, and the same
-  outcome whatever the split.
+  outcome whatever the split;
+* quote-heavy rows (well-formed quoted cells and every way to misplace a quote, in the columns
+  read and the others) give what an independent reader gives: RFC 4180 quoting checked by a
+  regular expression, the fields split by :mod:`csv`; a row that breaks the quoting rule or has
+  the wrong field count is a :class:`ParseError` at its line, on the pure and the C path alike.
 
 Examples: enough for several thousand per CI run (deterministic: ``derandomize``, no database).
 Set ``ASC_APROF_FUZZ_EXAMPLES=N`` for N examples per property with fresh random seeds (nightly).
@@ -24,8 +28,10 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -280,6 +286,101 @@ def test_corruption_gives_tasks_or_parse_error_whatever_the_split(data: st.DataO
     whole = run(damaged, [], doc.device)  # raises if anything but ParseError escapes
     cuts = data.draw(splits(len(damaged)))
     assert run(damaged, cuts, doc.device) == whole
+
+
+# -- quote-heavy rows against an independent reader ----------------------------------------------
+
+#: Well-formed quoted cells, then misplaced quotes (inside an unquoted field, after a closing one).
+QUOTE_CELLS = [
+    '"k"', '""', '""""', '"""8,2048"""', '"a,""b"",c"', '","', '"x\ty"', '"核,函"', '"2.5"', '"N/A"',
+    '"PROFILING_ENABLE"', '" "',
+    'x"y', '"ab"c', 'k"', '"', '"a', 'a"b"', '""5', '" "x', 'a""b', '"a""', ',"', '"a"",', 'x"y,"',
+]  # fmt: skip
+_FIELD = r'(?:[^",]*|"[^"]*(?:""[^"]*)*")'
+WELL_QUOTED = re.compile(rf"{_FIELD}(?:,{_FIELD})*")
+
+
+@dataclass(frozen=True)
+class QuotedDoc:
+    data: bytes
+    device: int | None
+    tasks: tuple[ProfilingTask, ...]
+    skipped: tuple[tuple[str, int], ...]
+    error_line: int | None  # the first malformed row, 1-based (the header is line 1)
+    quote_error: bool  # that row breaks the quoting rule (rather than the field count)
+
+
+@st.composite
+def quoted_docs(draw: st.DrawFn) -> QuotedDoc:
+    """Rows with quote cells in the name, type, duration and unread columns; the expected outcome."""
+    layout = draw(st.sampled_from(sorted(LAYOUTS)))
+    header, c_name, c_type, c_dur, c_id, c_dev = LAYOUTS[layout]
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    device = OLD_LAYOUT_DEVICE if layout == "old_op_summary" else None
+    lines = [",".join(header)]
+    tasks: list[ProfilingTask] = []
+    skipped: dict[str, int] = {}
+    error_line: int | None = None
+    quote_error = False
+    targets = [c_name, c_type, c_dur, *(c for c in header if c not in (c_name, c_type, c_dur, c_id, c_dev))]
+    for number in range(2, draw(st.integers(1, 10)) + 2):
+        cells = {column: "0" for column in header}
+        cells[c_name], cells[c_type], cells[c_dur] = "k", "AI_CORE", f"{number}.5"
+        for _ in range(draw(st.integers(0, 3))):
+            cells[rng.choice(targets)] = rng.choice(QUOTE_CELLS)
+        line = ",".join(cells[column] for column in header)
+        lines.append(line)
+        if error_line is not None:
+            continue
+        if not WELL_QUOTED.fullmatch(line):
+            error_line, quote_error = number, True
+            continue
+        fields = next(csv.reader([line], strict=True))
+        if len(fields) != len(header):
+            error_line = number
+            continue
+        row = dict(zip(header, fields, strict=True))
+        if row[c_type] in CONTROL:
+            skipped[row[c_type]] = skipped.get(row[c_type], 0) + 1
+            continue
+        if row[c_dur] == "N/A":
+            skipped["duration N/A"] = skipped.get("duration N/A", 0) + 1
+            continue
+        try:
+            duration = float(row[c_dur])
+        except ValueError:
+            error_line = number
+            continue
+        assert math.isfinite(duration)
+        task_id = None if c_id is None else int(row[c_id])
+        dev = device if c_dev is None else int(row[c_dev])
+        tasks.append(ProfilingTask(task_id, row[c_name], row[c_type], duration, dev))
+    data = ("\n".join(lines) + "\n").encode()
+    return QuotedDoc(data, device, tuple(tasks), tuple(sorted(skipped.items())), error_line, quote_error)
+
+
+@pytest.mark.parametrize("accelerated", [False, None], ids=["pure", "default"])
+@fuzz_settings(1500)
+@given(data=st.data(), doc=quoted_docs())
+def test_quote_heavy_rows_parse_as_an_independent_reader_reads_them(
+    accelerated: bool | None, data: st.DataObject, doc: QuotedDoc
+) -> None:
+    for cuts in ([], data.draw(splits(len(doc.data)))):
+        parser = TaskParser("fuzz_q.csv", device=doc.device, accelerated=accelerated)
+        tasks: list[ProfilingTask] = []
+        try:
+            previous = 0
+            for cut in [*cuts, len(doc.data)]:
+                tasks += parser.feed(doc.data[previous:cut])
+                previous = cut
+            tasks += parser.close()
+        except ParseError as exc:
+            assert (exc.source, exc.line) == ("fuzz_q.csv", doc.error_line), str(exc)
+            assert ("quote" in str(exc).split(": ", 1)[1]) == doc.quote_error, str(exc)
+            continue
+        assert doc.error_line is None, f"line {doc.error_line} was accepted"
+        assert tuple(tasks) == doc.tasks
+        assert tuple(sorted(parser.skipped.items())) == doc.skipped
 
 
 # -- shapes the random search is unlikely to reach -----------------------------------------------
