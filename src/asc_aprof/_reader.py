@@ -1,7 +1,13 @@
-"""Feeding CSV files to the sans-IO parser: a blocking loop and an async chunked loop."""
+"""Feeding CSV files to the sans-IO parser: a blocking loop and an async chunked loop.
+
+A file that gives no task -- a header and no data row, or only rows the parser skips (``N/A``
+durations, ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``) -- is not an error (a device may have run
+nothing), but it is said: a warning on the ``asc_aprof`` logger names the file and what it held.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Final
@@ -13,6 +19,8 @@ from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs
 from ._parser import TaskParser
 from ._records import ProfilingTask
+
+logger = logging.getLogger("asc_aprof")
 
 SYNC_CHUNK: Final = 1 << 20
 #: Parsed on the event loop between checkpoints: small enough to stay around a millisecond.
@@ -28,6 +36,18 @@ def summary_csvs_or_error(run_dir: Path) -> list[CsvFile]:
     return files
 
 
+def report_no_tasks(parser: TaskParser) -> None:
+    """Warn (logger ``asc_aprof``) when a file just parsed gave no task, naming it."""
+    if parser.tasks_out:
+        return
+    if not parser.data_rows:
+        held = "a header and no data row"
+    else:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in parser.skipped.items())
+        held = f"all {parser.data_rows} data rows skipped ({reasons})"
+    logger.warning("%s holds no task: %s", parser.source, held)
+
+
 def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
     """Batches of tasks from *files*, read in 1 MiB chunks."""
     for csv_file in files:
@@ -38,6 +58,7 @@ def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
                 if batch:
                     yield batch
         tail = parser.close()
+        report_no_tasks(parser)
         if tail:
             yield tail
 
@@ -60,6 +81,7 @@ async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncGenerator[list[Prof
                         yield batch
                     await anyio.lowlevel.checkpoint()
         tail = parser.close()
+        report_no_tasks(parser)
         if tail:
             yield tail
 
