@@ -191,6 +191,7 @@ class StderrTail:
     """
 
     def __init__(self, lines: int = STDERR_TAIL_LINES, line_bytes: int = STDERR_LINE_BYTES) -> None:
+        self._max_lines = lines
         self._lines: collections.deque[bytes] = collections.deque(maxlen=lines)
         self._line_bytes = line_bytes
         self._partial = bytearray()  # the unfinished last line, at most line_bytes
@@ -202,10 +203,9 @@ class StderrTail:
         if end < 0:
             self._grow(data)
             return
-        maxlen = self._lines.maxlen or 0
         newest: list[bytes] = []  # complete lines of data, newest first
         stop = end
-        while len(newest) < maxlen:
+        while len(newest) < self._max_lines:
             begin = data.rfind(b"\n", 0, stop) + 1
             if begin == 0:  # the chunk's first line finishes the unfinished one
                 self._grow(data[:stop])
@@ -224,7 +224,7 @@ class StderrTail:
         lines = list(self._lines)
         if self._partial.strip():
             lines.append(bytes(self._partial) + (_CUT_MARK if self._cut else b""))
-        return "\n".join(line.decode("utf-8", "replace") for line in lines[-(self._lines.maxlen or 0) :])
+        return "\n".join(line.decode("utf-8", "replace") for line in lines[-self._max_lines :])
 
     def _keep(self, out: list[bytes], line: bytes) -> None:
         if line.strip():

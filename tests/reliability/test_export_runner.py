@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import sys
 import textwrap
@@ -24,9 +25,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asc_aprof import ExportError, Toolkit
-from asc_aprof._export import _Export, _wait, export_command, run_export, run_export_async
+from asc_aprof._export import StderrTail, _Export, _wait, export_command, run_export, run_export_async
 from asc_aprof._layout import CsvFile
 
 from ._support import child_pids, wait_until
@@ -255,3 +258,36 @@ def test_an_export_started_by_a_thread_that_exits_runs_to_its_end(tmp_path: Path
         export.close()
     assert export.proc.returncode == 0
     assert (run_dir / "mindstudio_profiler_output").is_dir()
+
+
+# -- the tail itself ----------------------------------------------------------------------------
+
+TAIL_PIECES = [b"a", b"warning: x", b"\r", b"\n", b"\r\n", b" ", b"\t", b"\xe6\xa0\xb8", b"\xff", b"y" * 3000]
+
+
+def reference_tail(data: bytes, lines: int = 20, line_bytes: int = 4096) -> str:
+    """What the tail must be: every line ending at \\n, \\r or \\r\\n, blank ones dropped, each cut."""
+    kept = [
+        line if len(line) <= line_bytes else line[:line_bytes] + b" [...]"
+        for line in re.split(rb"\r\n|\r|\n", data)
+        if line.strip()
+    ]
+    return "\n".join(line.decode("utf-8", "replace") for line in kept[-lines:])
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(
+    pieces=st.lists(st.sampled_from(TAIL_PIECES), max_size=80),
+    cuts=st.lists(st.integers(0, 250_000), max_size=12),
+    lines=st.sampled_from([1, 3, 20]),
+)
+def test_stderr_tail_is_the_last_lines_however_the_bytes_arrive(
+    pieces: list[bytes], cuts: list[int], lines: int
+) -> None:
+    data = b"".join(pieces)
+    tail = StderrTail(lines=lines)
+    previous = 0
+    for cut in [*sorted(c for c in cuts if c <= len(data)), len(data)]:
+        tail.feed(data[previous:cut])
+        previous = cut
+    assert tail.text() == reference_tail(data, lines)
