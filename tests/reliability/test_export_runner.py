@@ -15,6 +15,7 @@ import contextlib
 import os
 import re
 import signal
+import subprocess
 import sys
 import textwrap
 import threading
@@ -29,7 +30,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asc_aprof import ExportError, Toolkit
-from asc_aprof._export import StderrTail, _Export, _wait, export_command, run_export, run_export_async
+from asc_aprof._export import (
+    _GUARD,
+    StderrTail,
+    _Export,
+    _wait,
+    export_command,
+    guard_command,
+    run_export,
+    run_export_async,
+)
 from asc_aprof._layout import CsvFile
 
 from ._support import child_pids, wait_until
@@ -291,3 +301,56 @@ def test_stderr_tail_is_the_last_lines_however_the_bytes_arrive(
         tail.feed(data[previous:cut])
         previous = cut
     assert tail.text() == reference_tail(data, lines)
+
+
+# -- the guard on its own ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spawn", ["posix_spawnp", "fork"], ids=["posix_spawn", "fork-before-3.8"])
+@pytest.mark.parametrize(
+    ("child", "status", "said"),
+    [
+        ("import sys; sys.stderr.write('seen'); sys.exit(3)", 3, "seen"),
+        ("import os; os.kill(os.getpid(), 9)", -9, ""),
+        (None, 127, "cannot run the export"),
+    ],
+    ids=["exit-3", "signal-9", "no-such-program"],
+)
+def test_the_guard_relays_exit_status_and_stderr(
+    spawn: str, child: str | None, status: int, said: str
+) -> None:
+    prefix = "import os\ndel os.posix_spawnp\n" if spawn == "fork" else ""
+    argv = [sys.executable, "-c", child] if child is not None else ["/nonexistent/program"]
+    guard = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", prefix + _GUARD, *argv],
+        stdin=subprocess.PIPE,  # the lifeline: kept open while the guard runs
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # it SIGKILLs the group it leads when the lifeline closes
+    )
+    assert guard.stdin is not None and guard.stderr is not None
+    try:
+        said_on_stderr = guard.stderr.read().decode()
+        assert guard.wait(60) == status
+    finally:
+        guard.stdin.close()
+        guard.stderr.close()
+        if guard.poll() is None:
+            guard.kill()
+        guard.wait()
+    assert said in said_on_stderr
+
+
+def test_the_guard_refuses_to_run_in_a_group_it_does_not_lead() -> None:
+    # Run inside a wrapper in a session of its own: were the check missing, the guard would
+    # SIGKILL the wrapper's group, not the test's.
+    wrapper = "import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    guard = guard_command(Toolkit(Path(), Path()), [sys.executable, "-c", "pass"])
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, *guard],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+        check=False,
+        start_new_session=True,
+    )
+    assert done.returncode == 1 and b"session of its own" in done.stderr
