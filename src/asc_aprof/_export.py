@@ -18,8 +18,8 @@ SIGTERM (``kill``, ``timeout``, systemd, Kubernetes, Slurm), SIGKILL, a crash, a
 the kernel closes the write end, the guard reads end-of-file and SIGKILLs its process group:
 msprof.py and every worker. That needs no signal handler in the host program, and unlike
 ``PR_SET_PDEATHSIG`` (which fires when the *thread* that forked exits) it does not matter which
-thread started the export: the async runner starts it from a worker thread, as trio does with
-every process, and idle worker threads exit.
+thread started the export: trio starts every process from a worker thread, worker threads exit
+when idle, and a program may call ``Profiler.profile()`` from a short-lived thread of its own.
 
 An export ends when the guard (so msprof.py) exits, not when its stderr reaches end-of-file: a
 process that left the group (``setsid``) may hold the pipe open for ever. After the exit, what is
@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import anyio
-import anyio.to_thread
 
 from ._enums import MAX_PATH_BYTES
 from ._errors import ExportError, UsageError
@@ -460,8 +459,7 @@ async def run_export_async(
     """
     command = export_command(toolkit, run_dir, what)
     _preflight(toolkit, run_dir, command)
-    with anyio.CancelScope(shield=True):  # a process started is a process handed back
-        export = await anyio.to_thread.run_sync(_Export, toolkit, command)
+    export = _Export(toolkit, command)  # on the loop: vfork + exec take well under a millisecond
     timed_out = False
     try:
         with anyio.move_on_after(timeout if timeout is not None else float("inf")) as scope:

@@ -252,8 +252,8 @@ async def test_async_export_cancelled_while_a_stray_holds_stderr(
 
 
 def test_an_export_started_by_a_thread_that_exits_runs_to_its_end(tmp_path: Path, run_dir: Path) -> None:
-    """The async runner starts exports from worker threads, which exit when idle: nothing ties
-    the export to that thread (``PR_SET_PDEATHSIG`` would have killed it when the thread ended)."""
+    """Nothing ties an export to the thread that started it (``PR_SET_PDEATHSIG`` would have
+    killed it when the thread ended): a worker thread, or a short-lived thread of the program."""
     toolkit = fake_toolkit(tmp_path, "time.sleep(1)\nwrite_csv()\n")
     started: list[_Export] = []
     thread = threading.Thread(
