@@ -11,7 +11,7 @@ No export outlives the process that started it. msprof.py forks workers (``multi
 so killing msprof.py alone is not enough: the export runs under a *guard*, a few lines of
 Python using only built-in modules, run by the toolkit's interpreter, which leads a new session
 and process group (it refuses to run otherwise), starts msprof.py in it and relays its exit
-status (a death by signal too). It costs one bare interpreter start per export (~10 ms here). The guard's
+status (a death by signal too); it costs one bare interpreter start per export. The guard's
 stdin is the read end of a pipe, the *lifeline*, whose write end only this process holds: it is
 not inheritable, and an at-fork hook closes it in forked children. However this process ends --
 SIGTERM (``kill``, ``timeout``, systemd, Kubernetes, Slurm), SIGKILL, a crash, an ``exec`` --
