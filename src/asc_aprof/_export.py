@@ -1,10 +1,35 @@
 """Running ``msprof.py export`` on one run directory, blocking or async.
 
-Both runners share the command line, the path checks and the check of what was written; they
-differ only in how they wait. The script always gets one ``PROF_*`` directory (never the result
-path: that re-exports every older run), as an argv list (never a shell), in a new session so the
-whole process group, including msprof's worker pool, can be killed on timeout, interrupt or
-cancellation. A zero exit with no CSV is an error: msprof.py exits 0 when it exported nothing.
+Theory of operation
+-------------------
+Both runners share the command line, the path checks, the process they start, the stderr tail
+and the check of what was written; they differ only in how they wait. The script always gets one
+``PROF_*`` directory (never the result path: that re-exports every older run), as an argv list
+(never a shell). A zero exit with no CSV is an error: msprof.py exits 0 when it exported nothing.
+
+No export outlives the process that started it. msprof.py forks workers (``multiprocessing``),
+so killing msprof.py alone is not enough: the export runs under a *guard*, a few lines of
+Python using only built-in modules, run by the toolkit's interpreter, which leads a new session
+and process group (it refuses to run otherwise), starts msprof.py in it and relays its exit
+status (a death by signal too); it costs one bare interpreter start per export. The guard's
+stdin is the read end of a pipe, the *lifeline*, whose write end only this process holds: it is
+not inheritable, and an at-fork hook closes it in forked children. However this process ends --
+SIGTERM (``kill``, ``timeout``, systemd, Kubernetes, Slurm), SIGKILL, a crash, an ``exec`` --
+the kernel closes the write end, the guard reads end-of-file and SIGKILLs its process group:
+msprof.py and every worker. That needs no signal handler in the host program, and unlike
+``PR_SET_PDEATHSIG`` (which fires when the *thread* that forked exits) it does not matter which
+thread started the export: trio starts every process from a worker thread, worker threads exit
+when idle, and a program may call ``Profiler.profile()`` from a short-lived thread of its own.
+
+An export ends when the guard (so msprof.py) exits, not when its stderr reaches end-of-file: a
+process that left the group (``setsid``) may hold the pipe open for ever. After the exit, what is
+already in the pipe is read without blocking, and whatever is left in the group is killed. A
+timeout, an interrupt (``KeyboardInterrupt``) or a cancellation kills the group and reaps the
+guard before the exception propagates.
+
+Only a bounded tail of stderr is kept (:class:`StderrTail`, shared by both runners): the last
+lines, each cut to a few KiB, fed in time linear in what was written, so megabytes of ``\r``
+progress output or warnings cost neither memory nor quadratic copies.
 """
 
 from __future__ import annotations
@@ -12,6 +37,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import selectors
 import signal
 import subprocess
 import time
@@ -30,6 +56,15 @@ from ._toolkit import Toolkit
 REJECTED_PATH_CHARS: Final = frozenset("\n\f\r\b\t\v\x7f\"'%><|&$;`\\")
 DEFAULT_EXPORT_TIMEOUT: Final = 1800.0
 STDERR_TAIL_LINES: Final = 20
+#: Longest stderr line kept in the tail, in bytes (its start is kept, the rest marked cut).
+STDERR_LINE_BYTES: Final = 4096
+_CUT_MARK: Final = b" [...]"
+#: Bytes read from the pipe per read, per wake-up of a runner, and after the guard exited.
+_READ_CHUNK: Final = 64 << 10
+_READ_BUDGET: Final = 256 << 10
+_FINAL_READ: Final = 1 << 20
+#: Seconds between exit checks where no pidfd is available (kernels before 5.3).
+_POLL_INTERVAL: Final = 0.05
 #: Room kept below the 4096-byte limits (msprof.py's -dir, Linux PATH_MAX with its NUL) for what
 #: CANN and msprof.py write inside a result path: ``PROF_<47 bytes>/mindstudio_profiler_output/
 #: op_summary_slice_<k>_<ts>.csv``, ``device_N/sqlite/*.db`` and the like.
@@ -72,12 +107,73 @@ def export_command(toolkit: Toolkit, run_dir: Path, what: str = "summary") -> li
     return [toolkit.python, str(toolkit.msprof_script), "export", what, "-dir", str(run_dir)]
 
 
-def spawn_options(toolkit: Toolkit) -> dict[str, Any]:
-    """How the export is started: no stdin, stdout discarded, stderr piped, its own session."""
+#: The guard (see the module docstring). Standard library only, Python 3.6 syntax (it runs on the
+#: toolkit's interpreter, which may be older than this one), and only built-in modules, so it
+#: starts in about the time of a bare interpreter: it is on every export's path.
+_GUARD: Final = """\
+import _signal, _thread, os, sys
+
+
+def lifeline():
+    try:
+        while os.read(0, 512):
+            pass
+    finally:  # end-of-file: the process that started the export is gone
+        os.killpg(0, _signal.SIGKILL)
+
+
+if os.getpgid(0) != os.getpid():  # never SIGKILL a process group it does not lead
+    sys.exit("the export guard must be started in a session of its own")
+_thread.start_new_thread(lifeline, ())
+argv = sys.argv[1:]
+try:
+    if hasattr(os, "posix_spawnp"):  # Python >= 3.8
+        pid = os.posix_spawnp(
+            argv[0], argv, os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+            ],
+            setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+        )
+    else:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)
+                os.execvp(argv[0], argv)
+            finally:
+                os.write(2, b"cannot run the export: exec failed\\n")
+                os._exit(127)
+except OSError as exc:
+    sys.stderr.write("cannot run the export: %s\\n" % (exc,))
+    sys.exit(127)
+status = os.waitpid(pid, 0)[1]
+if os.WIFSIGNALED(status):  # die the same death (SIGKILL and SIGSTOP keep SIG_DFL anyway)
+    number = os.WTERMSIG(status)
+    try:
+        _signal.signal(number, _signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), number)
+    sys.exit(128 + number)
+sys.exit(os.WEXITSTATUS(status))
+"""
+
+
+def guard_command(toolkit: Toolkit, command: Sequence[str]) -> list[str]:
+    """The argv that runs *command* under the guard (isolated mode, no ``site``: it starts fast)."""
+    return [toolkit.python, "-I", "-S", "-c", _GUARD, *command]
+
+
+def spawn_options(toolkit: Toolkit, lifeline: int) -> dict[str, Any]:
+    """How the guard is started: stdin the lifeline, stdout discarded, stderr piped, own session."""
     env = dict(os.environ)
     env.update(toolkit.env)
     return {
-        "stdin": subprocess.DEVNULL,
+        "stdin": lifeline,
         "stdout": subprocess.DEVNULL,
         "stderr": subprocess.PIPE,
         "env": env,
@@ -85,12 +181,169 @@ def spawn_options(toolkit: Toolkit) -> dict[str, Any]:
     }
 
 
+#: Write ends of the lifelines of exports in flight. Guarded by the GIL: only atomic set
+#: operations touch it (the at-fork hook runs in a child where no other thread exists).
+_lifelines: set[int] = set()
+
+
+def _close_lifelines_in_child() -> None:
+    # A forked child must not keep this process's exports alive after this process dies.
+    for fd in list(_lifelines):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _lifelines.clear()
+
+
+os.register_at_fork(after_in_child=_close_lifelines_in_child)
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor readable once *pid* exits, or None where the kernel has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+class StderrTail:
+    """The last lines of a byte stream, in bounded memory, fed in time linear in its length.
+
+    ``\n``, ``\r`` and ``\r\n`` end a line (progress bars redraw with ``\r``); blank lines are
+    dropped; a line longer than *line_bytes* keeps its start and ends with ``[...]``. Each
+    :meth:`feed` looks only at the newest lines of its chunk and at most *line_bytes* of the
+    unfinished one, so nothing written earlier is copied or split again.
+    """
+
+    def __init__(self, lines: int = STDERR_TAIL_LINES, line_bytes: int = STDERR_LINE_BYTES) -> None:
+        self._max_lines = lines
+        self._lines: collections.deque[bytes] = collections.deque(maxlen=lines)
+        self._line_bytes = line_bytes
+        self._partial = bytearray()  # the unfinished last line, at most line_bytes
+        self._cut = False  # the unfinished line was longer than that
+
+    def feed(self, data: bytes) -> None:
+        data = data.replace(b"\r", b"\n")
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._grow(data)
+            return
+        newest: list[bytes] = []  # complete lines of data, newest first
+        stop = end
+        while len(newest) < self._max_lines:
+            begin = data.rfind(b"\n", 0, stop) + 1
+            if begin == 0:  # the chunk's first line finishes the unfinished one
+                self._grow(data[:stop])
+                self._finish_partial()
+                break
+            self._keep(newest, data[begin:stop])
+            stop = begin - 1
+        else:  # enough newer lines: the unfinished one is out of the tail
+            self._partial.clear()
+            self._cut = False
+        self._lines.extend(reversed(newest))
+        self._grow(data[end + 1 :])
+
+    def text(self) -> str:
+        """The tail as text, one line per line (undecodable bytes replaced)."""
+        lines = list(self._lines)
+        if self._partial.strip():
+            lines.append(bytes(self._partial) + (_CUT_MARK if self._cut else b""))
+        return "\n".join(line.decode("utf-8", "replace") for line in lines[-self._max_lines :])
+
+    def _keep(self, out: list[bytes], line: bytes) -> None:
+        if line.strip():
+            out.append(line if len(line) <= self._line_bytes else line[: self._line_bytes] + _CUT_MARK)
+
+    def _grow(self, data: bytes) -> None:
+        room = self._line_bytes - len(self._partial)
+        if len(data) > room:
+            self._cut = True
+            data = data[: max(room, 0)]
+        self._partial += data
+
+    def _finish_partial(self) -> None:
+        if self._partial.strip():
+            self._lines.append(bytes(self._partial) + (_CUT_MARK if self._cut else b""))
+        self._partial.clear()
+        self._cut = False
+
+
+class _Export:
+    """One started export: the guard's process, its lifeline, its stderr pipe and tail."""
+
+    def __init__(self, toolkit: Toolkit, command: Sequence[str]) -> None:
+        self.tail = StderrTail()
+        self.eof = False
+        read_end, self._lifeline = os.pipe()  # both ends non-inheritable
+        _lifelines.add(self._lifeline)
+        try:
+            self.proc = subprocess.Popen(guard_command(toolkit, command), **spawn_options(toolkit, read_end))
+        except OSError as exc:
+            self._close_lifeline()
+            raise ExportError(f"cannot run the export: {exc}", command=command) from exc
+        finally:
+            os.close(read_end)
+        assert self.proc.stderr is not None
+        self._stderr = self.proc.stderr
+        self.stderr_fd = self._stderr.fileno()
+        os.set_blocking(self.stderr_fd, False)
+        self.pidfd = _open_pidfd(self.proc.pid)
+
+    def exited(self) -> bool:
+        """Whether the guard exited (reaping it)."""
+        return self.proc.poll() is not None
+
+    def read_available(self, budget: int = _READ_BUDGET) -> None:
+        """Feed the tail what the pipe holds now, up to *budget* bytes, without blocking."""
+        while not self.eof and budget > 0:
+            try:
+                chunk = os.read(self.stderr_fd, _READ_CHUNK)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.eof = True
+                return
+            self.tail.feed(chunk)
+            budget -= len(chunk)
+
+    def kill(self) -> None:
+        """SIGKILL the group: a timed-out or interrupted export, or workers left after its exit."""
+        kill_group(self.proc.pid)
+
+    def close(self) -> None:
+        """Kill the group, reap the guard, take the last of stderr, close every descriptor.
+
+        Blocking, but only for the reap of a SIGKILLed process (the async runner waits for the
+        exit first).
+        """
+        self.kill()
+        self.proc.wait()
+        if not self._stderr.closed:
+            self.read_available(_FINAL_READ)
+            self._stderr.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        self._close_lifeline()
+
+    def _close_lifeline(self) -> None:
+        if self._lifeline in _lifelines:
+            _lifelines.discard(self._lifeline)
+            os.close(self._lifeline)
+
+
+def _raw_data(run_dir: Path) -> str:
+    """What became of the raw data, for an error message: kept, or gone with its directory."""
+    if run_dir.is_dir():
+        return f"the raw data is kept in {run_dir}"
+    return f"{run_dir} no longer exists (deleted during the export), so its raw data is lost"
+
+
 def _timeout_error(
     what: str, timeout: float | None, run_dir: Path, command: Sequence[str], tail: str
 ) -> ExportError:
     return ExportError(
-        f"msprof.py export {what} did not finish within {timeout:g} s and was killed; "
-        f"the raw data is kept in {run_dir}",
+        f"msprof.py export {what} did not finish within {timeout:g} s and was killed; {_raw_data(run_dir)}",
         command=command,
         stderr_tail=tail,
     )
@@ -104,18 +357,14 @@ def _preflight(toolkit: Toolkit, run_dir: Path, command: Sequence[str]) -> None:
         raise ExportError(f"msprof.py not found at {toolkit.msprof_script}", command=command)
 
 
-def _tail(data: bytes | str, lines: int = STDERR_TAIL_LINES) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
 def _outcome(
     run_dir: Path, command: Sequence[str], returncode: int, stderr_tail: str, what: str
 ) -> list[CsvFile]:
     if returncode != 0:
         how = f"killed by signal {-returncode}" if returncode < 0 else f"exited with {returncode}"
+        kept = _raw_data(run_dir)
         raise ExportError(
-            f"msprof.py export {what} {how}; the raw data is kept in {run_dir} for a retry",
+            f"msprof.py export {what} {how}; {kept}{' for a retry' if run_dir.is_dir() else ''}",
             command=command,
             returncode=returncode,
             stderr_tail=stderr_tail,
@@ -123,6 +372,13 @@ def _outcome(
     if what != "summary":
         return []
     files = find_summary_csvs(run_dir)
+    if not files and not run_dir.is_dir():
+        raise ExportError(
+            f"msprof.py exited 0 but wrote no op_summary/task_time CSV: {_raw_data(run_dir)}",
+            command=command,
+            returncode=0,
+            stderr_tail=stderr_tail,
+        )
     if not files:
         raise ExportError(
             f"msprof.py exited 0 but wrote no op_summary/task_time CSV under {run_dir}. It exits 0 "
@@ -150,37 +406,42 @@ def run_export(
 ) -> list[CsvFile]:
     """Export one run, blocking; return the CSVs to parse (empty for ``timeline``).
 
-    On timeout or any interruption (including KeyboardInterrupt) the process group is killed and
-    reaped before the exception propagates.
+    The export ends when msprof.py exits. On timeout or any interruption (including
+    KeyboardInterrupt) the process group is killed and reaped before the exception propagates.
 
     :raises ExportError: on failure, timeout, or when no CSV was written
     """
     command = export_command(toolkit, run_dir, what)
     _preflight(toolkit, run_dir, command)
+    export = _Export(toolkit, command)
     try:
-        proc = subprocess.Popen(command, **spawn_options(toolkit))
-    except OSError as exc:
-        raise ExportError(f"cannot run the export: {exc}", command=command) from exc
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        try:
-            _, stderr = proc.communicate(
-                timeout=None if deadline is None else max(0.0, deadline - time.monotonic())
-            )
-        except subprocess.TimeoutExpired:
-            kill_group(proc.pid)
-            _, stderr = proc.communicate()
-            raise _timeout_error(what, timeout, run_dir, command, _tail(stderr or b"")) from None
-    except BaseException:
-        kill_group(proc.pid)
-        proc.wait()
-        raise
+        finished = _wait(export, None if timeout is None else time.monotonic() + timeout)
     finally:
-        # Workers that outlive a finished export are killed too; the pipe is never leaked.
-        kill_group(proc.pid)
-        if proc.stderr is not None:
-            proc.stderr.close()
-    return _outcome(run_dir, command, proc.returncode, _tail(stderr or b""), what)
+        export.close()
+    if not finished:
+        raise _timeout_error(what, timeout, run_dir, command, export.tail.text())
+    return _outcome(run_dir, command, export.proc.returncode, export.tail.text(), what)
+
+
+def _wait(export: _Export, deadline: float | None) -> bool:
+    """Drain stderr until the guard exits (True) or *deadline* passes (False)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(export.stderr_fd, selectors.EVENT_READ)
+        if export.pidfd is not None:
+            selector.register(export.pidfd, selectors.EVENT_READ)
+        while not export.exited():
+            timeout = None if export.pidfd is not None else _POLL_INTERVAL
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                timeout = remaining if timeout is None else min(timeout, remaining)
+            for key, _ in selector.select(timeout):
+                if key.fd == export.stderr_fd:
+                    export.read_available()
+                    if export.eof:
+                        selector.unregister(export.stderr_fd)
+    return True
 
 
 async def run_export_async(
@@ -192,43 +453,41 @@ async def run_export_async(
 ) -> list[CsvFile]:
     """Export one run without blocking the event loop.
 
-    stdout and stderr are drained continuously (only the stderr tail is kept). When cancelled or
-    timed out, the whole process group is killed and reaped (shielded) before the cancellation or
-    :class:`ExportError` propagates; the raw data stays for a retry.
+    stderr is drained continuously (only a bounded tail is kept); the export ends when msprof.py
+    exits. When cancelled or timed out, the whole process group is killed and reaped (shielded)
+    before the cancellation or :class:`ExportError` propagates; the raw data stays for a retry.
     """
     command = export_command(toolkit, run_dir, what)
     _preflight(toolkit, run_dir, command)
-    tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-    try:
-        process = await anyio.open_process(command, **spawn_options(toolkit))
-    except OSError as exc:
-        raise ExportError(f"cannot run the export: {exc}", command=command) from exc
-
-    async def drain() -> None:
-        assert process.stderr is not None
-        pending = b""
-        async for chunk in process.stderr:
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            tail.extend(line.decode("utf-8", "replace") for line in lines)
-        if pending:
-            tail.append(pending.decode("utf-8", "replace"))
-
+    export = _Export(toolkit, command)  # on the loop: vfork + exec take well under a millisecond
     timed_out = False
     try:
         with anyio.move_on_after(timeout if timeout is not None else float("inf")) as scope:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(drain)
-                await process.wait()
-                # Workers that outlive the export would hold stderr open: end them too.
-                kill_group(process.pid)
+                tg.start_soon(_drain_async, export)
+                await _exit_async(export)
+                tg.cancel_scope.cancel()
         timed_out = scope.cancelled_caught
     finally:
-        kill_group(process.pid)
+        export.kill()
         with anyio.CancelScope(shield=True):
-            await process.wait()
-            await process.aclose()
+            await _exit_async(export)
+        export.close()
     if timed_out:
-        raise _timeout_error(what, timeout, run_dir, command, "\n".join(tail))
-    assert process.returncode is not None
-    return _outcome(run_dir, command, process.returncode, "\n".join(tail), what)
+        raise _timeout_error(what, timeout, run_dir, command, export.tail.text())
+    assert export.proc.returncode is not None
+    return _outcome(run_dir, command, export.proc.returncode, export.tail.text(), what)
+
+
+async def _drain_async(export: _Export) -> None:
+    while not export.eof:
+        await anyio.wait_readable(export.stderr_fd)
+        export.read_available()  # a bounded amount per wake-up: the loop is never held long
+
+
+async def _exit_async(export: _Export) -> None:
+    while not export.exited():
+        if export.pidfd is not None:
+            await anyio.wait_readable(export.pidfd)
+        else:
+            await anyio.sleep(_POLL_INTERVAL)

@@ -18,6 +18,10 @@ Exports land in one of two layouts:
 
 op_summary is preferred over task_time (task_time names are hashed binary names from CANN 9.0 on),
 and the newest export over older ones.
+
+Nothing is read through a symbolic link, which could lead out of the run: a symlinked run (as a
+run id) or export folder (``mindstudio_profiler_output``, ``device_N``, ``device_N/summary``) is
+refused with a :class:`UsageError` naming it, and a symlinked CSV is not picked.
 """
 
 from __future__ import annotations
@@ -254,6 +258,9 @@ def find_summary_csvs(run_dir: Path) -> list[CsvFile]:
 
     Logs a warning (logger ``asc_aprof``) when only task_time is there: from CANN 9.0 its
     ``kernel_name`` is a hashed binary name, not the op name op_summary would give.
+
+    :raises UsageError: when ``mindstudio_profiler_output``, a ``device_N`` or its ``summary``
+        is a symbolic link (named in the message)
     """
     chosen = _find_summary_csvs(run_dir)
     if chosen and all(f.kind == "task_time" for f in chosen):
@@ -266,7 +273,8 @@ def find_summary_csvs(run_dir: Path) -> list[CsvFile]:
 
 
 def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
-    merged = _pick(list(_csvs_in(run_dir / MERGED_DIR, None)))
+    merged_dir = run_dir / MERGED_DIR
+    merged = _pick(list(_csvs_in(merged_dir, None))) if _export_dir(merged_dir) else []
     if merged:
         return merged
     chosen: list[CsvFile] = []
@@ -276,9 +284,26 @@ def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
         return []
     for entry in entries:
         device = device_of_directory(entry.name) if DEVICE_DIR_PATTERN.match(entry.name) else None
-        if device is not None and entry.is_dir(follow_symlinks=False):
-            chosen.extend(_pick(list(_csvs_in(Path(entry.path) / "summary", device))))
+        if device is None or not _export_dir(Path(entry.path)):
+            continue
+        summary = Path(entry.path) / "summary"
+        if _export_dir(summary):
+            chosen.extend(_pick(list(_csvs_in(summary, device))))
     return chosen
+
+
+def _export_dir(path: Path) -> bool:
+    """Whether *path* is a directory to read CSVs from (False when it is missing or no directory).
+
+    :raises UsageError: when it is a symbolic link: exports are read only from inside the run,
+        as the run itself and the CSVs are (a link may lead anywhere)
+    """
+    if path.is_symlink():
+        raise UsageError(
+            f"{path} is a symbolic link (to {os.readlink(path)}): exported CSVs are read only from "
+            "directories inside the run, never through a link; replace it with the directory itself"
+        )
+    return path.is_dir()
 
 
 def device_of_directory(name: str) -> int | None:

@@ -17,12 +17,17 @@ gets its real type. Tasks with no match keep ``N/A`` (their type is never guesse
 make every row of a level-0 op_summary ``N/A``, so the first batch decides for the file; joined
 files are parsed by the pure-Python row loop (it keeps the extra cells), and the map holds one
 entry per task_time row.
+
+A file that gives no task -- a header and no data row, or only rows the parser skips (``N/A``
+durations, ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``) -- is not an error (a device may have run
+nothing), but it is said: a warning on the ``asc_aprof`` logger names the file and what it held.
 """
 
 from __future__ import annotations
 
 import decimal
 import enum
+import logging
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from pathlib import Path
 from typing import Final
@@ -35,6 +40,8 @@ from ._layout import CsvFile, find_summary_csvs, task_time_beside
 from ._parser import TaskParser
 from ._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
 from ._records import ProfilingTask
+
+logger = logging.getLogger("asc_aprof")
 
 SYNC_CHUNK: Final = 1 << 20
 #: Parsed on the event loop between checkpoints: small enough to stay around a millisecond.
@@ -61,6 +68,18 @@ def summary_csvs_or_error(run_dir: Path) -> list[CsvFile]:
             f"run {run_dir.name} has no exported op_summary/task_time CSV in {run_dir}; call export() first"
         )
     return files
+
+
+def report_no_tasks(parser: TaskParser) -> None:
+    """Warn (logger ``asc_aprof``) when a file just parsed gave no task, naming it."""
+    if parser.tasks_out:
+        return
+    if not parser.data_rows:
+        held = "a header and no data row"
+    else:
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in parser.skipped.items())
+        held = f"all {parser.data_rows} data rows skipped ({reasons})"
+    logger.warning("%s holds no task: %s", parser.source, held)
 
 
 def _start_ns(parser: TaskParser, text: str | None) -> int | None:
@@ -140,6 +159,8 @@ class RunReader:
         else:
             tasks = parser.close()
             self.reading = False
+            if self._phase is not _Phase.TYPES:
+                report_no_tasks(parser)
         if self._phase is _Phase.TYPES:
             self._add_types(parser, tasks)
             return []

@@ -98,3 +98,46 @@ def assert_nothing_left(simctl: SimControl) -> None:
 
 def thread_names() -> list[str]:
     return sorted(t.name for t in threading.enumerate())
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()  # fields from the state on (the name may hold spaces)
+
+
+def process_tree(root: int) -> list[tuple[int, int, str]]:
+    """(pid, start time, command line) of every live descendant of *root*, zombies excluded.
+
+    The start time (clock ticks after boot) tells a process from a later one reusing its pid.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields is not None:
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        fields = _stat_fields(pid)
+        if fields is None or fields[0] == "Z":
+            continue
+        try:
+            cmdline = (
+                Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            )
+        except OSError:
+            continue
+        found.append((pid, int(fields[19]), cmdline))
+    return found
+
+
+def still_alive(process: tuple[int, int, str]) -> bool:
+    """Whether that very process (same pid and start time) is still alive (not a zombie)."""
+    fields = _stat_fields(process[0])
+    return fields is not None and fields[0] != "Z" and int(fields[19]) == process[1]

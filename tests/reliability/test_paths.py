@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import os
+import re
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -112,6 +114,72 @@ async def test_async_run_ids_that_leave_the_result_path_are_refused(
                 pass
     assert profiler.last_result is None
     assert [t.name for t in (await profiler.store_result(good)).tasks] == ["inside"]
+
+
+# -- export folders ------------------------------------------------------------------------------
+
+
+@pytest.fixture(params=["new", "old-summary", "old-device"])
+def linked_export(
+    request: pytest.FixtureRequest, tmp_path: Path, simctl: SimControl
+) -> tuple[Path, str, Path]:
+    """A run whose export folder is a symlink to another run's export, outside the result path.
+
+    ``new``: ``mindstudio_profiler_output``; ``old-summary``: ``device_0/summary``;
+    ``old-device``: ``device_0`` itself (old per-device layout).
+    """
+    toolkit = sim.toolkit(layout="new" if request.param == "new" else "old")
+    root, outside = tmp_path / "runs", tmp_path / "outside"
+    with Profiler(root, toolkit=toolkit).profile() as run:
+        sim.launch("inside")
+    with Profiler(outside, toolkit=toolkit).profile() as foreign:
+        sim.launch("outside")
+    assert run.run_dir is not None and run.run_id is not None and foreign.run_dir is not None
+    relative = {
+        "new": "mindstudio_profiler_output",
+        "old-summary": "device_0/summary",
+        "old-device": "device_0",
+    }[request.param]
+    link = run.run_dir / relative
+    shutil.rmtree(link)
+    link.symlink_to(foreign.run_dir / relative)  # parseable: following it would succeed
+    return root, run.run_id, link
+
+
+def test_sync_a_symlinked_export_folder_is_refused(
+    toolkit: Toolkit, linked_export: tuple[Path, str, Path]
+) -> None:
+    root, run_id, link = linked_export
+    with pytest.raises(UsageError, match=re.escape(str(link))) as info:
+        Profiler(root, toolkit=toolkit).store_result(run_id)
+    assert "symbolic link" in str(info.value)
+
+
+async def test_async_a_symlinked_export_folder_is_refused(
+    toolkit: Toolkit, linked_export: tuple[Path, str, Path]
+) -> None:
+    root, run_id, link = linked_export
+    profiler = AsyncProfiler(root, toolkit=toolkit)
+    with pytest.raises(UsageError, match=re.escape(str(link))):
+        await profiler.store_result(run_id)
+    with pytest.raises(UsageError, match=re.escape(str(link))):
+        async for _ in profiler.iter_tasks(run_id):
+            pass
+
+
+def test_an_export_folder_planted_as_a_symlink_during_the_run_is_refused(
+    toolkit: Toolkit, tmp_path: Path, simctl: SimControl
+) -> None:
+    """msprof.py writes through the link; its CSVs out of the run are not read."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    profiler = Profiler(tmp_path / "runs", toolkit=toolkit)
+    with pytest.raises(UsageError, match="symbolic link"), profiler.profile() as run:
+        sim.launch("k")
+        assert run.run_dir is not None
+        (run.run_dir / "mindstudio_profiler_output").symlink_to(elsewhere)
+    assert profiler.last_result is None
+    assert_nothing_left(simctl)
 
 
 # -- cleanup -------------------------------------------------------------------------------------

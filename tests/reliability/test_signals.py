@@ -1,4 +1,5 @@
-"""Ctrl+C during a sync ``profile()``: in the body, and while the export runs.
+"""Ctrl+C during a sync ``profile()``: in the body, and while the export runs; SIGTERM and SIGKILL
+of a process while it exports.
 
 A real Ctrl+C is a SIGINT to the process, handled in the main thread; here a helper thread sends
 SIGINT to the main thread with ``signal.pthread_kill`` (``_thread.interrupt_main()`` only sets
@@ -6,11 +7,20 @@ the flag, so it would not interrupt the main thread's blocking wait on the expor
 ``KeyboardInterrupt`` reaches the test, the collection must already be stopped and finalized, and
 the export's whole process group gone (checked at once, not after a grace period, for the
 process the library started).
+
+SIGTERM (what ``kill``, ``timeout``, systemd, Kubernetes and Slurm send) and SIGKILL end a process
+without running any Python: a child process exports with a hanging ``msprof.py`` (and its helper
+in the export's process group) and is killed; every process it had started must end. Only that
+child's own descendants are looked at (other exports may run on the machine).
 """
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +31,14 @@ from asc_aprof import Profiler, Toolkit, sim
 from asc_aprof.sim import SimControl
 
 from ..helpers import HANG_MARKER, live_processes_with, wait_gone
-from ._support import assert_nothing_left, child_pids, fd_targets, wait_until
+from ._support import (
+    assert_nothing_left,
+    child_pids,
+    fd_targets,
+    process_tree,
+    still_alive,
+    wait_until,
+)
 
 
 def test_keyboard_interrupt_in_the_body_stops_the_collection(toolkit: Toolkit, simctl: SimControl) -> None:
@@ -152,3 +169,70 @@ def test_keyboard_interrupt_during_the_export_kills_its_process_group(
     with retry.profile(device_id=0) as again:
         pass
     assert again.run_id is not None and again.run_id != run_dir.name
+
+
+VICTIM = textwrap.dedent(
+    """\
+    import sys
+
+    import anyio
+
+    from asc_aprof import AsyncProfiler, Profiler, sim
+
+    toolkit = sim.toolkit(export_fault="hang")  # msprof.py hangs, with a helper in its group
+    if sys.argv[1] == "sync":
+        with Profiler(toolkit=toolkit, export_timeout=600).profile():
+            sim.launch("k")
+    else:
+
+        async def main():
+            async with AsyncProfiler(toolkit=toolkit, export_timeout=600).profile():
+                sim.launch("k")
+
+        anyio.run(main, backend=sys.argv[1])
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["sync", "asyncio", "trio"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_no_export_outlives_a_process_killed_while_exporting(
+    tmp_path: Path, how: str, sig: signal.Signals
+) -> None:
+    script = tmp_path / "victim.py"
+    script.write_text(VICTIM, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASC_APROF", "PROFILING_MODE"))}
+    env["TMPDIR"] = str(tmp_path)  # the library's temporary root lands here
+    victim = subprocess.Popen(
+        [sys.executable, str(script), how], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    tree: list[tuple[int, int, str]] = []
+    try:
+
+        def exporting() -> bool:
+            nonlocal tree
+            tree = process_tree(victim.pid)
+            return any(HANG_MARKER in cmdline for _, _, cmdline in tree)
+
+        if not wait_until(exporting, 60.0, step=0.05):
+            victim.kill()
+            raise AssertionError(f"the export never started: {victim.communicate()[1].decode()[-2000:]}")
+        assert any("msprof" in cmdline for _, _, cmdline in tree)
+        victim.send_signal(sig)
+        assert victim.wait(30) == -sig
+        # The export's processes are gone: msprof.py, the helper in its group, everything.
+        wait_until(lambda: not any(still_alive(p) for p in tree), 10.0)
+        assert [p[2] for p in tree if still_alive(p)] == []
+    finally:
+        for process in tree:  # the victim's own descendants only, identified by their start time
+            if still_alive(process):
+                os.kill(process[0], signal.SIGKILL)
+        if victim.poll() is None:
+            victim.kill()
+        victim.wait()
+        assert victim.stderr is not None
+        victim.stderr.close()
+    # On disk: the temporary root, with the raw run (nothing ran to remove it; nothing is lost).
+    [root] = tmp_path.glob("asc_aprof_*")
+    [run] = root.glob("PROF_*")
+    assert (run / "device_0").is_dir() and (run / "host").is_dir()
