@@ -3,7 +3,10 @@
 Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetrics`,
 :class:`ProfileType`, :class:`ProfilingResult`, :class:`ProfilingTask`, :func:`task_time_median`,
 :class:`MsprofInterface`) over CANN's ``libmsprofiler.so`` and ``msprof.py``, plus an anyio-based
-:class:`AsyncProfiler`. ``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
+:class:`AsyncProfiler`, and ways to look at results: :func:`read_timeline` (exact start times,
+streams, counters), :func:`write_trace` (a Perfetto / chrome://tracing file) and
+:func:`write_report` (an offline HTML report; the ``report`` extra). ``asc_aprof.sim`` is a
+simulated CANN toolkit for machines without an NPU.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from ._errors import (
 from ._parser import TaskParser
 from ._profiler import Profiler
 from ._records import ProfilingResult, ProfilingTask, task_time_median
+from ._reporting import write_report
+from ._timeline import TimedTask, Timeline, read_timeline, sweep_timelines
 from ._toolkit import Toolkit
+from ._trace import write_trace
 from ._version import __version__
 
 __all__ = (
@@ -52,12 +58,18 @@ __all__ = (
     "SweepItem",
     "SweepItems",
     "TaskParser",
+    "TimedTask",
+    "Timeline",
     "Toolkit",
     "ToolkitNotFoundError",
     "UsageError",
     "__version__",
     "discover_toolkit",
+    "read_timeline",
+    "sweep_timelines",
     "task_time_median",
+    "write_report",
+    "write_trace",
 )
 
 for _name in __all__:

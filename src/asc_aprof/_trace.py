@@ -134,8 +134,9 @@ class _Builder:
             end = start + max(task.duration_ns, 0)
             lane = self.lanes.setdefault(pid, _Lanes()).place(("stream", task.stream), start, end)
             tid = self._tid(pid, task.stream, lane)
-            args = _task_args(timeline, task)
-            self.events.append((start, pid, tid, end - start, task.task.name, task.task.type, args))
+            self.events.append(
+                (start, pid, tid, end - start, task.task.name, task.task.type, _task_args(timeline, task))
+            )
             key = (index[id(timeline)], device)
             span = spans.get(key)
             if span is None:
@@ -225,9 +226,9 @@ def write_trace(timelines: Iterable[Timeline], path: str | os.PathLike[str]) -> 
     partial = target.with_name(f".{target.name}.partial")
     try:
         with open(partial, "wb") as raw:
-            stream: IO[bytes] = (
-                gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if target.suffix == ".gz" else raw
-            )
+            stream: IO[bytes] = raw
+            if target.suffix == ".gz":
+                stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)  # type: ignore[assignment]
             with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as text:
                 for piece in lines:
                     text.write(piece)
