@@ -48,8 +48,14 @@ SYNC_CHUNK: Final = 1 << 20
 ASYNC_CHUNK: Final = 32 << 10
 
 STREAM_COLUMNS: Final = ("Stream ID", "stream_id")
-#: Start-time columns and their unit in nanoseconds (the header says the unit).
-START_COLUMNS: Final = {"Task Start Time(us)": 1000, "task_start(us)": 1000, "task_start(ns)": 1}
+#: Start-time columns and their unit in nanoseconds (the header says the unit; old op_summary
+#: headers say none, and their cells are microseconds with three decimals like the later ones).
+START_COLUMNS: Final = {
+    "Task Start Time(us)": 1000,
+    "task_start(us)": 1000,
+    "task_start(ns)": 1,
+    "Task Start Time": 1000,
+}
 JOIN_KEEP: Final = (STREAM_COLUMNS, tuple(START_COLUMNS))
 
 JoinKey = tuple[int | None, str, int | None, int]

@@ -53,6 +53,7 @@ DESCRIPTIVE_COLUMNS: Final = frozenset(
         "OP State",
         "Task Type",
         "Task Start Time(us)",
+        "Task Start Time",
         "Task Duration(us)",
         "Task Wait Time(us)",
         "Block Dim",
@@ -78,6 +79,8 @@ DESCRIPTIVE_COLUMNS: Final = frozenset(
         "task_start(ns)",
         "task_stop(ns)",
         # torch_npu kernel_details
+        "Model Name",
+        "Infer ID",
         "Step Id",
         "Name",
         "Type",

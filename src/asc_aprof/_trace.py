@@ -228,7 +228,7 @@ def write_trace(timelines: Iterable[Timeline], path: str | os.PathLike[str]) -> 
         with open(partial, "wb") as raw:
             stream: IO[bytes] = raw
             if target.suffix == ".gz":
-                stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)  # type: ignore[assignment]
+                stream = gzip.GzipFile(target.name, "wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
             with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as text:
                 for piece in lines:
                     text.write(piece)
