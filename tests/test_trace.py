@@ -207,3 +207,33 @@ def test_cli_trace_refuses_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
     report.write_text("{}")
     assert cli_main(["trace", str(report), "-o", str(tmp_path / "t.json")]) == 1
     assert "has no start times" in capsys.readouterr().err
+
+
+def test_the_checker_catches_what_the_viewers_refuse() -> None:
+    def meta(pid: int, tid: int) -> list[dict[str, Any]]:
+        return [
+            {"ph": "M", "pid": pid, "tid": 0, "name": "process_name", "args": {"name": "p"}},
+            {"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": "t"}},
+        ]
+
+    def x(ts: str, dur: str, tid: int = 1) -> dict[str, Any]:
+        return {
+            "ph": "X",
+            "pid": 1,
+            "tid": tid,
+            "ts": decimal.Decimal(ts),
+            "dur": decimal.Decimal(dur),
+            "name": "k",
+            "cat": "c",
+        }
+
+    good = {"traceEvents": [*meta(1, 1), x("0", "10"), x("2", "3"), x("10", "1")]}
+    assert trace_format.check(good) == []
+    crossing = {"traceEvents": [*meta(1, 1), x("0", "10"), x("5", "10")]}
+    assert any("without nesting" in p for p in trace_format.check(crossing))
+    unnamed = {"traceEvents": [*meta(1, 1), x("0", "1", tid=2)]}
+    assert trace_format.check(unnamed) == ["thread 1/2 has events but no thread_name"]
+    negative = {"traceEvents": [*meta(1, 1), x("-1", "1")]}
+    assert trace_format.check(negative) == ["event 2: negative ts / dur"]
+    assert trace_format.check({"traceEvents": [{"ph": "B", "pid": 1, "tid": 1, "name": "k"}]}) != []
+    assert trace_format.check({"traceEvents": {}}) == ["traceEvents is not a list"]

@@ -94,13 +94,13 @@ def check(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"process {pid} has events but no process_name")
         if (pid, tid) not in named_threads:
             problems.append(f"thread {pid}/{tid} has events but no thread_name")
-    for key, items in slices.items():
+    for thread, items in slices.items():
         stack: list[decimal.Decimal] = []  # ends of the open slices
         for ts, dur, where in sorted(items, key=lambda s: (s[0], -s[1])):
             while stack and stack[-1] <= ts:
                 stack.pop()
             if stack and ts + dur > stack[-1]:
-                problems.append(f"{where} on thread {key} overlaps the slice it starts in without nesting")
+                problems.append(f"{where} on thread {thread} overlaps the slice it starts in without nesting")
             stack.append(ts + dur)
     return problems
 

@@ -372,7 +372,7 @@ def _cases_section(page: _Page, model: ReportModel) -> str:
         return ""
     go = page.go
     cases: Sequence[CaseView] = model.cases
-    names = list(dict.fromkeys(c.name for c in cases))
+    names = [n for n in _kernel_order(model.kernels) if any(c.name == n for c in cases)]
     charts = []
     for name in names[:MAX_KERNEL_CHARTS]:
         fig = go.Figure()

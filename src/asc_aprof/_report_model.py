@@ -87,7 +87,7 @@ def _binomial_rank(n: int, confidence: float) -> tuple[int, float]:
         cumulative += term
         term = term * (n - k) // (k + 1)
         k += 1
-    return k, 1.0 - 2.0 * cumulative / total
+    return k, 1.0 - 2.0 * (cumulative / total)
 
 
 def median_interval(values: Iterable[float], confidence: float = 0.95) -> MedianInterval:

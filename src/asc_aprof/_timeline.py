@@ -31,7 +31,7 @@ import os
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._errors import UsageError
 from ._layout import RUN_PATTERN
@@ -208,7 +208,7 @@ def read_timeline(
 
 
 def sweep_timelines(
-    items: Iterable[SweepItem[object]], result_path: str | os.PathLike[str], *, counters: bool = True
+    items: Iterable[SweepItem[Any]], result_path: str | os.PathLike[str], *, counters: bool = True
 ) -> list[Timeline]:
     """The timelines of a sweep's items, each device labelled with the case it ran.
 
