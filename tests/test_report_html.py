@@ -44,7 +44,7 @@ def result(
 
 
 def exact_coverage(n: int, k: int) -> float:
-    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+    return 1 - 2 * (sum(math.comb(n, i) for i in range(k)) / (1 << n))
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 6, 7, 10, 31, 100, 2000])
