@@ -38,6 +38,7 @@ from ._report_model import (
     MedianInterval,
     ReportModel,
     TimelineRow,
+    case_order,
 )
 from ._version import __version__
 
@@ -373,6 +374,7 @@ def _cases_section(page: _Page, model: ReportModel) -> str:
     go = page.go
     cases: Sequence[CaseView] = model.cases
     names = [n for n in _kernel_order(model.kernels) if any(c.name == n for c in cases)]
+    order = case_order(list(dict.fromkeys(c.case for c in cases)))
     charts = []
     for name in names[:MAX_KERNEL_CHARTS]:
         fig = go.Figure()
@@ -397,7 +399,7 @@ def _cases_section(page: _Page, model: ReportModel) -> str:
             )
         fig.update_layout(
             title={"text": _e(name), "font": {"size": 13}},
-            xaxis={"title": "case", "type": "category"},
+            xaxis={"title": "case", "type": "category", "categoryorder": "array", "categoryarray": order},
             yaxis_title="median (µs)",
         )
         charts.append(page.figure(fig, f"cases:{name}"))

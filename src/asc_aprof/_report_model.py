@@ -314,12 +314,21 @@ def _case_views(slices: Sequence[Slice]) -> list[CaseView]:
         order.setdefault(piece.case, len(order))
         for task in piece.tasks:
             samples.setdefault((piece.case, piece.group, piece.device, task.name), []).append(task.duration)
+    rank = {case: i for i, case in enumerate(case_order(list(order)))}
     views = [
         CaseView(case, group, device, name, median_interval(values))
         for (case, group, device, name), values in samples.items()
     ]
-    views.sort(key=lambda v: (v.name, v.device if v.device is not None else -1, order[v.case]))
+    views.sort(key=lambda v: (v.name, v.device if v.device is not None else -1, rank[v.case]))
     return views
+
+
+def case_order(cases: Sequence[str]) -> list[str]:
+    """Cases in numeric order when every label is a number (sweep values), else as first seen."""
+    try:
+        return sorted(cases, key=float)
+    except ValueError:
+        return list(cases)
 
 
 def _verdict_of(significant: bool, change: float, threshold: float) -> str:
