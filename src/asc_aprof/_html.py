@@ -97,7 +97,9 @@ def _fmt(value: float | None) -> str:
 
 
 def _interval(m: MedianInterval) -> str:
-    return f"[{_fmt(m.low)}, {_fmt(m.high)}]" + ("" if m.coverage >= 0.95 else f" ({m.coverage:.0%})")
+    if m.count == 1:
+        return "- (1 sample)"
+    return f"[{_fmt(m.low)}, {_fmt(m.high)}]" + ("" if m.coverage >= 0.95 else f" (covers {m.coverage:.0%})")
 
 
 def _device(device: int | None) -> str:

@@ -414,9 +414,13 @@ def build_model(
         compared = (base_label or "base", new_label or "new")
         comparison = tuple(_comparison(base, new, threshold))
     case_views = _case_views(slices)
+    # a kernel in one case only has no sweep to draw; two compared inputs are not a sweep either
+    spread: dict[str, set[str]] = {}
+    for view in case_views:
+        spread.setdefault(view.name, set()).add(view.case)
+    case_views = [v for v in case_views if len(spread[v.name]) > 1]
     distinct = {v.case for v in case_views}
-    labels = {g for g, _ in groups}
-    if len(distinct) < 2 or (compare and distinct <= labels):
+    if len(distinct) < 2 or (compare and distinct <= {g for g, _ in groups}):
         case_views = []
     counts: dict[tuple[str, str], int] = {}  # (group, run) -> tasks, in input order
     for group, pieces in groups:

@@ -294,3 +294,10 @@ def test_read_timeline_report_of_a_labelled_run(toolkit: Toolkit, tmp_path: Path
     assert run.run_dir is not None
     model = model_of([read_timeline(run.run_dir, case="only")])
     assert model.cases == () and model.kernels[0].counters  # one case: no sweep chart; counters read
+
+
+def test_cases_chart_only_for_kernels_in_several_cases() -> None:
+    runs = {"a": [result([1.0, 1.2], "k1", run="PROF_a")], "b": [result([2.0], "k2", run="PROF_b")]}
+    assert model_of(runs, compare=False).cases == ()  # each kernel ran in one case only
+    runs["c"] = [result([3.0, 3.1], "k1", run="PROF_c")]
+    assert {(c.name, c.case) for c in model_of(runs).cases} == {("k1", "a"), ("k1", "c")}

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import pytest
 
-REPO: Final = Path(__file__).resolve().parents[1]
+REPO: Final = Path(__file__).resolve().parents[2]
 ARTIFACTS: Final = REPO / "build" / "ci-artifacts"
 CHROMIUM: Final = Path(os.environ.get("ASC_APROF_CHROMIUM", "/usr/bin/chromium"))
 #: As root in a closed network: no sandbox, no GPU, no background connections Chromium would try.
@@ -56,9 +56,13 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless Chromium (playwright ``Browser``), or a skip (a failure in CI) without one."""
+    """A headless Chromium (playwright ``Browser``), or a skip (a failure in CI) without one.
+
+    Module-scoped: playwright's sync API keeps an event loop running in this thread while it is
+    up, so async tests elsewhere must not run while it lives.
+    """
     reason = _unavailable()
     if reason is not None:
         if os.environ.get("CI") == "true":

@@ -14,8 +14,8 @@ import pytest
 
 from asc_aprof import SweepItem, Timeline, Toolkit, sweep_timelines, write_report
 
-from ..browser_support import assert_renders, open_report
-from ..test_trace import four_device_sweep
+from .browser_support import assert_renders, open_report
+from .test_trace import four_device_sweep
 
 
 @pytest.fixture
