@@ -88,16 +88,24 @@ def cell_ns(text: str | None, unit_ns: int | None) -> int | None:
     """A start cell as integer nanoseconds (exact: the cells carry 19 digits), or None.
 
     The cell may carry msprof's trailing TAB and, on the row loop's fast split, its quotes.
+    msprof's forms (whole ns, or us with up to three decimals) are converted with integer
+    arithmetic; anything else goes through :class:`decimal.Decimal` (finer than 1 ns rounds
+    half-even).
     """
     if text is None or unit_ns is None:
         return None
+    cell = text.strip().strip('"')
+    whole, _, frac = cell.partition(".")
+    if whole.isascii() and whole.isdigit() and frac.isascii() and (frac.isdigit() or not frac):
+        digits = len(str(unit_ns)) - 1  # unit_ns is 1 or 1000
+        if len(frac) <= digits:
+            return int(whole) * unit_ns + (int(frac.ljust(digits, "0")) if frac else 0)
     try:
-        value = decimal.Decimal(text.strip().strip('"')) * unit_ns
+        value = decimal.Decimal(cell) * unit_ns
     except (decimal.InvalidOperation, ValueError):
         return None
     if not value.is_finite():
         return None
-    # exact for what msprof writes (3 decimals of us, or whole ns); anything finer rounds half-even
     return int(value.to_integral_value())
 
 

@@ -27,6 +27,7 @@ with a different case each, so a :class:`Timeline` maps devices to case labels.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 from collections.abc import Iterable, Mapping, Sequence
@@ -40,6 +41,8 @@ from ._records import ProfilingTask
 
 if TYPE_CHECKING:
     from ._async import SweepItem
+
+_new_tuple = tuple.__new__
 
 #: Columns that describe a task rather than count something (op_summary, task_time, kernel_details).
 DESCRIPTIVE_COLUMNS: Final = frozenset(
@@ -150,10 +153,24 @@ def _number(text: str | None) -> float | None:
     if text is None:
         return None
     try:
-        value = float(text.strip().strip('"'))
+        value = float(text)  # float() ignores the surrounding whitespace
     except ValueError:
-        return None
+        try:
+            value = float(text.strip().strip('"'))
+        except ValueError:
+            return None  # N/A
     return value if value - value == 0 else None  # finite only
+
+
+def _counters(names: tuple[str, ...], cells: Sequence[str | None]) -> dict[str, float | None]:
+    """The counter cells as numbers (None for N/A): one C-level pass when they all are numbers."""
+    try:
+        values = tuple(map(float, cells))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return {name: _number(cell) for name, cell in zip(names, cells, strict=True)}
+    if not math.isfinite(sum(values)):
+        return {name: _number(cell) for name, cell in zip(names, cells, strict=True)}
+    return dict(zip(names, values, strict=True))
 
 
 def _stream(text: str | None) -> int | None:
@@ -194,15 +211,20 @@ def read_timeline(
         raise UsageError(f"{path}: no such run directory (give an exported PROF_* run)")
     files = summary_csvs_or_error(path)
     timed: list[TimedTask] = []
+    append = timed.append
     extra = counter_columns if counters else None
     for tasks, kept, columns in iter_timed_file_tasks(files, extra):
         unit = start_unit_ns(columns)
         names = counter_columns(columns) if counters else ()
         for task, cells in zip(tasks, kept, strict=True):
-            values = None
-            if counters and names:
-                values = {name: _number(cell) for name, cell in zip(names, cells[2:], strict=True)}
-            timed.append(TimedTask(task, cell_ns(cells[1], unit), _stream(cells[0]), values))
+            stream = cells[0]
+            try:
+                stream_id: int | None = int(stream)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                stream_id = _stream(stream)
+            values = _counters(names, cells[2:]) if names else None
+            # tuple.__new__: a NamedTuple's own __new__ costs as much again per task
+            append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values)))
     run_id = path.resolve().name
     return Timeline(run_id, tuple(timed), _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
 

@@ -213,3 +213,17 @@ async def test_sweep_timelines_label_each_device_with_its_case(toolkit: Toolkit,
     assert labelled == {(item.device, f"k{item.case}", str(item.case)) for item in items}
     with pytest.raises(UsageError, match=r"case\(s\) .* is not in"):
         sweep_timelines(items, result_dir / "elsewhere")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    whole=st.integers(0, 10**17),
+    frac=st.text("0123456789", max_size=5),
+    unit=st.sampled_from([1, 1000]),
+    pad=st.sampled_from(["", "\t", " ", '"']),
+)
+def test_fast_cell_conversion_equals_decimal(whole: int, frac: str, unit: int, pad: str) -> None:
+    text = f"{whole}.{frac}" if frac else str(whole)
+    cell = f'"{text}"' if pad == '"' else text + pad
+    expected = int((decimal.Decimal(text) * unit).to_integral_value())
+    assert cell_ns(cell, unit) == expected
