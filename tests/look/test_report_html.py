@@ -163,6 +163,11 @@ async def test_report_of_a_sweep_has_every_section(toolkit: Toolkit, tmp_path: P
     assert "MTE2-bound" in text and "not bound" in text
     model = model_of(timelines)
     assert {c.case for c in model.cases} == {"0", "1", "2", "3"}
+    from_items = model_of(items)  # sweep items themselves: durations and cases, no timeline
+    assert {(c.case, c.device) for c in from_items.cases} == {(c.case, c.device) for c in model.cases}
+    assert from_items.timeline == () and [k.median for k in from_items.kernels] == [
+        k.median for k in model.kernels
+    ]
     assert {r.label for r in model.timeline} == {f"device {d}" for d in range(4)}
     assert all(s >= 0 for r in model.timeline for s in r.starts_ms)
     assert sum(len(r.starts_ms) for r in model.timeline) == sum(len(t.tasks) for t in timelines)
