@@ -3,9 +3,12 @@
 Implements the ``asc.lib.profiling`` API (:class:`Profiler`, :class:`AicoreMetrics`,
 :class:`ProfileType`, :class:`ProfilingResult`, :class:`ProfilingTask`, :func:`task_time_median`,
 :class:`MsprofInterface`) over CANN's ``libmsprofiler.so`` and ``msprof.py``, plus an anyio-based
-:class:`AsyncProfiler` and a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``)
-with a racing autotuner (:func:`tune`, ``Profiler.tune``, ``AsyncProfiler.tune``) and its on-disk cache.
-``asc_aprof.sim`` is a simulated CANN toolkit for machines without an NPU.
+:class:`AsyncProfiler`, a benchmark loop (:func:`bench`, :func:`do_bench`, ``Profiler.bench``)
+with a racing autotuner (:func:`tune`, ``Profiler.tune``, ``AsyncProfiler.tune``) and its on-disk
+cache, and ways to look at results: :func:`read_timeline` (exact start times, streams, counters),
+:func:`write_trace` (a Perfetto / chrome://tracing file) and :func:`write_report` (an offline HTML
+report; the ``report`` extra). ``asc_aprof.sim`` is a simulated CANN toolkit for machines without
+an NPU.
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ from ._parser import TaskParser
 from ._profiler import Profiler
 from ._progress import ProgressEvent
 from ._records import ProfilingResult, ProfilingTask, task_time_median
+from ._reporting import write_report
+from ._timeline import TimedTask, Timeline, read_timeline, sweep_timelines
 from ._toolkit import Toolkit
+from ._trace import write_trace
 from ._tune import Candidate, CandidateStatus, TuneError, TuneResult, TuneStop
 from ._version import __version__
 
@@ -66,6 +72,8 @@ __all__ = (
     "SweepItem",
     "SweepItems",
     "TaskParser",
+    "TimedTask",
+    "Timeline",
     "Toolkit",
     "ToolkitNotFoundError",
     "TuneError",
@@ -76,8 +84,12 @@ __all__ = (
     "bench",
     "discover_toolkit",
     "do_bench",
+    "read_timeline",
+    "sweep_timelines",
     "task_time_median",
     "tune",
+    "write_report",
+    "write_trace",
 )
 
 for _name in __all__:

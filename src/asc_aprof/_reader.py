@@ -18,6 +18,13 @@ make every row of a level-0 op_summary ``N/A``, so the first batch decides for t
 files are parsed by the pure-Python row loop (it keeps the extra cells), and the map holds one
 entry per task_time row.
 
+Timed reads (``RunReader(files, timed=True)``, used by :mod:`asc_aprof._timeline`) keep every
+task's stream and start cells, plus the columns ``extra(header)`` names, and hand them out in
+:attr:`RunReader.kept` beside the tasks of each call. They run the pure row loop (the cells are
+kept per row), so they are opt-in: the default read is the accelerated one, unchanged. To choose
+the extra columns by the header, a timed read holds back a file's first bytes until its header
+line is complete, reads that line with a throwaway parser, then builds the real one.
+
 A file that gives no task -- a header and no data row, or only rows the parser skips (``N/A``
 durations, ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``) -- is not an error (a device may have run
 nothing), but it is said: a warning on the ``asc_aprof`` logger names the file and what it held.
@@ -28,7 +35,7 @@ from __future__ import annotations
 import decimal
 import enum
 import logging
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -48,11 +55,19 @@ SYNC_CHUNK: Final = 1 << 20
 ASYNC_CHUNK: Final = 32 << 10
 
 STREAM_COLUMNS: Final = ("Stream ID", "stream_id")
-#: Start-time columns and their unit in nanoseconds (the header says the unit).
-START_COLUMNS: Final = {"Task Start Time(us)": 1000, "task_start(us)": 1000, "task_start(ns)": 1}
+#: Start-time columns and their unit in nanoseconds (the header says the unit; old op_summary
+#: headers say none, and their cells are microseconds with three decimals like the later ones).
+START_COLUMNS: Final = {
+    "Task Start Time(us)": 1000,
+    "task_start(us)": 1000,
+    "task_start(ns)": 1,
+    "Task Start Time": 1000,
+}
 JOIN_KEEP: Final = (STREAM_COLUMNS, tuple(START_COLUMNS))
 
 JoinKey = tuple[int | None, str, int | None, int]
+#: The raw cells a timed read keeps per task: stream, start, then the extra columns.
+KeptCells = tuple[str | None, ...]
 
 
 class _Phase(enum.Enum):
@@ -70,6 +85,54 @@ def summary_csvs_or_error(run_dir: Path) -> list[CsvFile]:
     return files
 
 
+def start_unit_ns(columns: Sequence[str]) -> int | None:
+    """Nanoseconds per unit of the start column in *columns* (a header), or None without one."""
+    column = next((c for c in columns if c in START_COLUMNS), None)
+    return None if column is None else START_COLUMNS[column]
+
+
+def cell_ns(text: str | None, unit_ns: int | None) -> int | None:
+    """A start cell as integer nanoseconds (exact: the cells carry 19 digits), or None.
+
+    The cell may carry msprof's trailing TAB and, on the row loop's fast split, its quotes.
+    msprof's forms (whole ns, or us with up to three decimals) are converted with integer
+    arithmetic; anything else goes through :class:`decimal.Decimal` (finer than 1 ns rounds
+    half-even).
+    """
+    if text is None or unit_ns is None:
+        return None
+    cell = text.strip().strip('"')
+    whole, _, frac = cell.partition(".")
+    if whole.isascii() and whole.isdigit() and frac.isascii() and (frac.isdigit() or not frac):
+        digits = len(str(unit_ns)) - 1  # unit_ns is 1 or 1000
+        if len(frac) <= digits:
+            return int(whole) * unit_ns + (int(frac.ljust(digits, "0")) if frac else 0)
+    try:
+        value = decimal.Decimal(cell) * unit_ns
+    except (decimal.InvalidOperation, ValueError):
+        return None
+    if not value.is_finite():
+        return None
+    return int(value.to_integral_value())
+
+
+def _start_ns(parser: TaskParser, text: str | None) -> int | None:
+    """The start cell as integer nanoseconds (exact: the cells carry 19 digits), or None."""
+    return cell_ns(text, start_unit_ns(parser.columns))
+
+
+def _join_keys(
+    parser: TaskParser, tasks: Sequence[ProfilingTask], kept: Sequence[KeptCells]
+) -> Iterator[JoinKey | None]:
+    for task, cells in zip(tasks, kept, strict=True):
+        stream, start = cells[0], cells[1]
+        start_ns = _start_ns(parser, start)
+        if stream is None or start_ns is None:
+            yield None
+        else:
+            yield (task.device, stream.strip(), task.id, start_ns)
+
+
 def report_no_tasks(parser: TaskParser) -> None:
     """Warn (logger ``asc_aprof``) when a file just parsed gave no task, naming it."""
     if parser.tasks_out:
@@ -82,29 +145,6 @@ def report_no_tasks(parser: TaskParser) -> None:
     logger.warning("%s holds no task: %s", parser.source, held)
 
 
-def _start_ns(parser: TaskParser, text: str | None) -> int | None:
-    """The start cell as integer nanoseconds (exact: the cells carry 19 digits), or None."""
-    if text is None:
-        return None
-    column = next((c for c in parser.columns if c in START_COLUMNS), None)
-    if column is None:
-        return None
-    try:
-        return int(decimal.Decimal(text.strip()) * START_COLUMNS[column])
-    except (decimal.InvalidOperation, ValueError):
-        return None
-
-
-def _join_keys(parser: TaskParser, tasks: Sequence[ProfilingTask]) -> Iterator[JoinKey | None]:
-    kept, parser.kept = parser.kept, []
-    for task, (stream, start) in zip(tasks, kept, strict=True):
-        start_ns = _start_ns(parser, start)
-        if stream is None or start_ns is None:
-            yield None
-        else:
-            yield (task.device, stream.strip(), task.id, start_ns)
-
-
 class RunReader:
     """The files of one export, read in order, with level-0 types joined in (see the module doc).
 
@@ -112,8 +152,17 @@ class RunReader:
     :attr:`reading`, and ``b""`` at the end of the file; every call returns the tasks it finished.
     """
 
-    def __init__(self, files: Sequence[CsvFile]) -> None:
+    def __init__(
+        self,
+        files: Sequence[CsvFile],
+        *,
+        timed: bool = False,
+        extra: Callable[[Sequence[str]], Sequence[str]] | None = None,
+    ) -> None:
         self._files = list(files)
+        self._timed = timed
+        self._extra = extra
+        self._held = b""  # a timed read's first bytes, until its header line is complete
         self._beside = task_time_beside(self._files)
         self._index = -1  # position in _files
         self._pending: list[tuple[_Phase, CsvFile]] = []
@@ -127,6 +176,9 @@ class RunReader:
         #: tasks whose type was taken from task_time / left ``N/A`` for want of a match
         self.joined = 0
         self.unjoined = 0
+        #: timed reads: the cells of each task the last :meth:`feed` returned, in order
+        #: (stream, start, then the columns *extra* named, None where the header lacks one)
+        self.kept: list[KeptCells] = []
 
     def next_file(self) -> CsvFile | None:
         """The next file to open, or None when the run is read."""
@@ -138,38 +190,80 @@ class RunReader:
                 self._file = None
                 return None
             self._phase, self._file = _Phase.PLAIN, self._files[self._index]
-        joined = self._phase is not _Phase.PLAIN
-        self._parser = TaskParser(
-            str(self._file.path),
-            device=self._file.device,
-            accelerated=False if joined else None,
-            keep=JOIN_KEEP if joined else (),
-        )
+        self._parser = None if self._timed else self._make_parser(())
+        self._held = b""
         self._first_batch = True
         self.reading = True
         return self._file
 
+    def _make_parser(self, extra: Sequence[str]) -> TaskParser:
+        assert self._file is not None
+        keep = self._timed or self._phase is not _Phase.PLAIN
+        return TaskParser(
+            str(self._file.path),
+            device=self._file.device,
+            accelerated=False if keep else None,
+            keep=(*JOIN_KEEP, *((name,) for name in extra)) if keep else (),
+        )
+
+    def _extra_columns(self, held: bytes) -> Sequence[str]:
+        """The extra columns of a timed read, from the header line at the start of *held*."""
+        if self._extra is None or self._phase is _Phase.TYPES:
+            return ()
+        probe = TaskParser(str(self._file.path) if self._file else "<stream>", accelerated=False)
+        end = _header_end(held)
+        probe.feed(held[: end + 1] if end >= 0 else held + b"\n")
+        return self._extra(probe.columns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The header of the file being read (empty until its first line is in)."""
+        return self._parser.columns if self._parser is not None else ()
+
     def feed(self, data: bytes) -> list[ProfilingTask]:
         """Bytes of the current file (``b""`` at its end); the tasks they completed."""
-        parser = self._parser
-        if parser is None or not self.reading:
+        if not self.reading:
             raise RuntimeError("RunReader.feed() without a file being read")
+        parser = self._parser
+        if parser is None:  # a timed read whose header line is not complete yet
+            held = self._held + data
+            if data and _header_end(held) < 0:
+                self._held = held
+                return []
+            self._held = b""
+            parser = self._parser = self._make_parser(self._extra_columns(held))
+            tasks = parser.feed(held) if held else []
+            if not data:
+                tasks += parser.close()
+                self._closed(parser)
+            return self._after(parser, tasks)
         if data:
             tasks = parser.feed(data)
         else:
             tasks = parser.close()
-            self.reading = False
-            if self._phase is not _Phase.TYPES:
-                report_no_tasks(parser)
+            self._closed(parser)
+        return self._after(parser, tasks)
+
+    def _closed(self, parser: TaskParser) -> None:
+        self.reading = False
+        if self._phase is not _Phase.TYPES:
+            report_no_tasks(parser)
+
+    def _after(self, parser: TaskParser, tasks: list[ProfilingTask]) -> list[ProfilingTask]:
+        kept, parser.kept = parser.kept, []
+        self.kept = []
         if self._phase is _Phase.TYPES:
-            self._add_types(parser, tasks)
+            self._add_types(parser, tasks, kept)
             return []
         if self._phase is _Phase.JOINED:
-            return self._resolve(parser, tasks)
+            out = self._resolve(parser, tasks, kept)
+            self.kept = kept
+            return out
         if tasks and self._first_batch:
             self._first_batch = False
             if parser.kind == "op_summary" and self._needs_types(tasks):
                 return []
+        self.kept = kept
         return tasks
 
     # -- level 0 --------------------------------------------------------------------------------
@@ -188,19 +282,21 @@ class RunReader:
         self.reading = False
         return True
 
-    def _add_types(self, parser: TaskParser, tasks: list[ProfilingTask]) -> None:
+    def _add_types(self, parser: TaskParser, tasks: list[ProfilingTask], kept: list[KeptCells]) -> None:
         types = self._types
         assert types is not None
-        for task, key in zip(tasks, _join_keys(parser, tasks), strict=True):
+        for task, key in zip(tasks, _join_keys(parser, tasks, kept), strict=True):
             if key is None:
                 continue
             # A key seen twice with different types is ambiguous: no type rather than a guess.
             types[key] = task.type if types.get(key, task.type) == task.type else None
 
-    def _resolve(self, parser: TaskParser, tasks: list[ProfilingTask]) -> list[ProfilingTask]:
+    def _resolve(
+        self, parser: TaskParser, tasks: list[ProfilingTask], kept: list[KeptCells]
+    ) -> list[ProfilingTask]:
         types = self._types or {}
         out: list[ProfilingTask] = []
-        for task, key in zip(tasks, _join_keys(parser, tasks), strict=True):
+        for task, key in zip(tasks, _join_keys(parser, tasks, kept), strict=True):
             if task.type == UNKNOWN_TYPE:
                 found = types.get(key) if key is not None else None
                 if found is not None and found != UNKNOWN_TYPE:
@@ -210,6 +306,31 @@ class RunReader:
                     self.unjoined += 1
             out.append(task)
         return out
+
+
+def _header_end(data: bytes) -> int:
+    """Where the first non-blank line of *data* ends (its ``\\n``), or -1 when it is not complete."""
+    end = data.find(b"\n")
+    while end >= 0 and not data[:end].strip():
+        end = data.find(b"\n", end + 1)
+    return end
+
+
+#: A timed read's batch: tasks, their kept cells, and the header of the file they came from.
+TimedBatch = tuple[list[ProfilingTask], list[KeptCells], tuple[str, ...]]
+
+
+def iter_timed_file_tasks(
+    files: Sequence[CsvFile], extra: Callable[[Sequence[str]], Sequence[str]] | None = None
+) -> Iterator[TimedBatch]:
+    """Batches of a timed :class:`RunReader` over *files*, read in 1 MiB chunks."""
+    reader = RunReader(files, timed=True, extra=extra)
+    while (csv_file := reader.next_file()) is not None:
+        with open(csv_file.path, "rb") as stream:
+            while reader.reading:
+                batch = reader.feed(stream.read(SYNC_CHUNK))
+                if batch:
+                    yield batch, reader.kept, reader.columns
 
 
 def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:

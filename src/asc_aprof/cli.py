@@ -1,4 +1,4 @@
-"""The ``asc-aprof`` command line: demo, summary, export, compare.
+"""The ``asc-aprof`` command line: demo, summary, export, compare, trace, report.
 
 rich (the ``cli`` extra) draws tables and progress bars when installed; without it the output is
 plain text. Neither this module nor rich is imported by ``import asc_aprof``.
@@ -479,6 +479,56 @@ def _change_row(c: KernelChange, regression: bool) -> list[str]:
     ]
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from ._inputs import load_timelines, parse_labelled
+    from ._trace import write_trace
+
+    timelines = [
+        timeline
+        for spec in args.paths
+        for timeline in load_timelines(
+            parse_labelled(spec),
+            toolkit=lambda: _toolkit_for(args),
+            timeout=args.timeout,
+            counters=not args.no_counters,
+        )
+    ]
+    out = write_trace(timelines, args.output)
+    tasks = [t for tl in timelines for t in tl.tasks if t.start_ns is not None]
+    devices = {t.task.device for t in tasks}
+    streams = {(t.task.device, t.stream) for t in tasks}
+    print(
+        f"wrote {out}: {len(tasks)} tasks on {len(devices)} device(s) and {len(streams)} stream(s) from "
+        f"{len(timelines)} run(s); open it in Perfetto (ui.perfetto.dev) or chrome://tracing"
+    )
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ._inputs import load_report_input, parse_labelled
+    from ._report_model import build_model, slices_of
+    from ._timeline import Timeline
+
+    specs = [parse_labelled(spec) for spec in args.paths]
+    several = len(specs) > 1
+    groups = []
+    for spec in specs:
+        loaded = load_report_input(spec, toolkit=lambda: _toolkit_for(args), timeout=args.timeout)
+        label = loaded.label or (spec.path.name if several else None)
+        sources: list[ProfilingResult | Timeline] = [*loaded.results, *loaded.timelines]
+        groups.append((label, slices_of(label, sources, skip=args.skip, cases=loaded.cases)))
+    compare = len(groups) == 2 and not args.no_compare
+    model = build_model(groups, compare=compare, title=args.title, threshold=args.threshold, skip=args.skip)
+    from ._html import write_html
+
+    out = write_html(model, args.output)
+    kernels = len({(k.device, k.name) for k in model.kernels})
+    extra = " with a comparison" if model.comparison is not None else ""
+    extra += f", {len({c.case for c in model.cases})} cases" if model.cases else ""
+    print(f"wrote {out}: {kernels} (device, kernel) pair(s){extra}; open it in a browser (works offline)")
+    return 0
+
+
 DEMO_KERNELS: Final = (
     ("matmul_custom", "MIX_AIC", 42.0),
     ("add_custom", "AI_VECTOR_CORE", 8.5),
@@ -640,6 +690,47 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common(compare)
     compare.set_defaults(func=cmd_compare)
+
+    labelled = "PROF_* run or result directory; LABEL=PATH labels its runs with a case"
+    trace = sub.add_parser(
+        "trace",
+        help="a timeline file for Perfetto / chrome://tracing (one process per device, thread per stream)",
+        formatter_class=fmt_cls,
+        epilog=(
+            "examples:\n  asc-aprof trace ./prof_out -o trace.json.gz\n"
+            "  asc-aprof trace tile64=./runs_a tile128=./runs_b -o sweep.json"
+        ),
+    )
+    trace.add_argument("paths", nargs="+", metavar="PATH", help=labelled)
+    trace.add_argument(
+        "-o", "--output", required=True, metavar="FILE", help="trace file to write (.json, or .json.gz)"
+    )
+    trace.add_argument("--no-counters", action="store_true", help="leave the PMU counters out of the events")
+    common(trace)
+    trace.set_defaults(func=cmd_trace)
+
+    report_cmd = sub.add_parser(
+        "report",
+        help="a self-contained HTML report: distributions, counters, comparison, cases, timeline",
+        formatter_class=fmt_cls,
+        epilog=(
+            "examples:\n  asc-aprof report ./prof_out -o report.html\n"
+            "  asc-aprof report base=base.json new=./prof_new -o compare.html\n"
+            "two PATHs are compared (the first is the base); needs the report extra (plotly)"
+        ),
+    )
+    report_cmd.add_argument("paths", nargs="+", metavar="PATH", help=f"JSON report or result, {labelled}")
+    report_cmd.add_argument("-o", "--output", required=True, metavar="FILE", help="HTML file to write")
+    report_cmd.add_argument("--title", help="page title (default: asc-aprof report)")
+    report_cmd.add_argument(
+        "--skip", type=int, default=0, help="drop N leading samples of each kernel per run"
+    )
+    report_cmd.add_argument(
+        "--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)"
+    )
+    report_cmd.add_argument("--no-compare", action="store_true", help="two PATHs: do not compare them")
+    common(report_cmd)
+    report_cmd.set_defaults(func=cmd_report)
     return parser
 
 

@@ -12,7 +12,8 @@ has more samples than that, as upstream does), each benchmark its median and int
 (test, call, kernel, median µs, samples, note) is printed at the end of the session; the note
 explains an empty median (no AI Core task, which types there were) and a skip not applied.
 ``--aprof-json PATH`` writes the same JSON report as ``asc-aprof summary --json``, plus a
-``tests`` list of these records.
+``tests`` list of these records; ``--aprof-report PATH`` writes the HTML report of the session's
+results, each test a case (needs the ``report`` extra, plotly).
 
 An ``async def`` test that uses ``aprof_async`` runs through anyio's pytest plugin without any
 marker: the plugin adds ``pytest.mark.anyio`` (anyio then runs it on each available backend,
@@ -69,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--aprof-skip", type=int, default=1, help="warm-up samples dropped per kernel (default 1)"
     )
     group.addoption("--aprof-json", metavar="PATH", help="write the medians and results as JSON")
+    group.addoption(
+        "--aprof-report", metavar="PATH", help="write an HTML report of the results (tests as cases)"
+    )
     group.addoption("--aprof-simulate", action="store_true", help="use the simulated CANN toolkit")
 
 
@@ -305,3 +309,31 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         data["tests"] = records
         Path(path).write_text(json.dumps(data), encoding="utf-8")
         terminalreporter.write_line(f"wrote {path}")
+    html_path = config.getoption("--aprof-report")
+    if html_path:
+        _write_html_report(terminalreporter, config, html_path, records)
+
+
+def _write_html_report(
+    terminalreporter: Any, config: pytest.Config, path: str, records: list[dict[str, Any]]
+) -> None:
+    """The session's results as the HTML report, each run labelled by the test that made it."""
+    from ._errors import AprofError
+    from ._reporting import model_of
+
+    results = config.stash[_RESULTS_KEY]
+    if not results:
+        terminalreporter.write_line(f"asc-aprof: no result to report, {path} not written")
+        return
+    cases: dict[tuple[str, int | None], str] = {(str(r["run_id"]), None): str(r["test"]) for r in records}
+    try:
+        model = model_of(
+            results, skip=config.getoption("--aprof-skip"), cases=cases, title="asc-aprof: pytest session"
+        )
+        from ._html import write_html
+
+        write_html(model, path)
+    except AprofError as exc:
+        terminalreporter.write_line(f"asc-aprof: {path} not written: {str(exc).splitlines()[0]}")
+        return
+    terminalreporter.write_line(f"wrote {path}")

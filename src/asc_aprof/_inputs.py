@@ -1,0 +1,108 @@
+"""What ``asc-aprof trace`` and ``asc-aprof report`` read: labelled paths to runs or JSON reports.
+
+A PATH argument is a ``PROF_*`` run, a result directory (every run in it) or, for ``report``, a
+JSON report or result file. ``LABEL=PATH`` labels everything under PATH with a case (a sweep's
+case, or "base" / "new"); a PATH that exists as written is never split at ``=``.
+
+Cases in a JSON report: the pytest plugin's ``tests`` records name the test that made each run,
+which labels the run by test id (a parametrised test is a sweep); a top-level ``cases`` list of
+``{"run_id": ..., "device": ... or null, "case": ...}`` records (for tools writing sweeps as
+JSON) labels runs or run-device pairs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ._errors import UsageError
+from ._export import run_export
+from ._layout import find_summary_csvs
+from ._records import ProfilingResult
+from ._report import REPORT_FORMAT, load_json, runs_of
+from ._timeline import Timeline, read_timeline
+from ._toolkit import Toolkit
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Labelled:
+    """One PATH argument: its label (None when not given) and the path."""
+
+    label: str | None
+    path: Path
+
+
+def parse_labelled(spec: str) -> Labelled:
+    """``LABEL=PATH`` or ``PATH`` (a path that exists as written wins over the split)."""
+    path = Path(spec)
+    if "=" in spec and not path.exists():
+        label, _, rest = spec.partition("=")
+        if label and rest and "/" not in label:
+            return Labelled(label, Path(rest))
+    return Labelled(None, path)
+
+
+def _exported(run: Path, toolkit: Callable[[], Toolkit], timeout: float | None) -> Path:
+    if not find_summary_csvs(run):
+        run_export(toolkit(), run, timeout=timeout)
+    return run
+
+
+def load_timelines(
+    spec: Labelled, *, toolkit: Callable[[], Toolkit], timeout: float | None = None, counters: bool = True
+) -> list[Timeline]:
+    """The timelines of every run under *spec* (exported first where needed, with *toolkit*).
+
+    :raises UsageError: for a JSON file (results carry no start times) or a path with no run
+    """
+    if spec.path.is_file() and spec.path.suffix == ".json":
+        raise UsageError(
+            f"{spec.path}: a JSON report or result has no start times; give the result directory or "
+            "the PROF_* runs it came from"
+        )
+    return [
+        read_timeline(_exported(run, toolkit, timeout), case=spec.label, counters=counters)
+        for run in runs_of(spec.path)
+    ]
+
+
+def json_cases(path: Path) -> dict[tuple[str, int | None], str]:
+    """Case labels a JSON report carries: (run id, device or None for every device) -> case."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # load_json reports the problem
+    if not isinstance(data, Mapping) or data.get("format") != REPORT_FORMAT:
+        return {}
+    out: dict[tuple[str, int | None], str] = {}
+    for record in data.get("tests") or ():
+        if isinstance(record, Mapping) and record.get("run_id") and record.get("test"):
+            out.setdefault((str(record["run_id"]), None), str(record["test"]))
+    for record in data.get("cases") or ():
+        if isinstance(record, Mapping) and record.get("run_id") and record.get("case") is not None:
+            device = record.get("device")
+            out[(str(record["run_id"]), None if device is None else int(device))] = str(record["case"])
+    return out
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LoadedInput:
+    """What one PATH argument of ``report`` gave: results, timelines where runs were read, cases."""
+
+    label: str | None
+    results: list[ProfilingResult]
+    timelines: list[Timeline]
+    cases: dict[tuple[str, int | None], str]
+
+
+def load_report_input(
+    spec: Labelled, *, toolkit: Callable[[], Toolkit], timeout: float | None = None
+) -> LoadedInput:
+    """Results of a JSON file, or timelines (with counters) of the runs under a directory."""
+    if spec.path.is_file() and spec.path.suffix == ".json":
+        return LoadedInput(spec.label, load_json(spec.path), [], json_cases(spec.path))
+    timelines = load_timelines(spec, toolkit=toolkit, timeout=timeout, counters=True)
+    return LoadedInput(spec.label, [], timelines, {})

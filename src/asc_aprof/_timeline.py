@@ -1,0 +1,258 @@
+"""Tasks with their exact start times, streams and counters: what a timeline is drawn from.
+
+Theory of operation
+-------------------
+The default read (``store_result``, ``iter_tasks``, ``summary``) keeps five fields per task and
+runs the C row loop. A timeline needs more: when each task started, on which stream, and what
+the hardware counters said. :func:`read_timeline` asks the run reader for a *timed* read (the
+pure row loop keeping those cells per task, see :mod:`asc_aprof._reader`), so only code that
+draws a timeline pays for it; level-0 runs get their task types joined in exactly as in the
+default read.
+
+Start cells carry 19 significant digits (Unix-epoch microseconds with three decimals): a float
+loses the last one, so they become integer nanoseconds by decimal arithmetic and stay integers.
+Durations are floats of microseconds with three decimals in every msprof layout, so
+``round(duration * 1000)`` is their exact nanosecond count.
+
+Counters are every op_summary column that is not one of the descriptive columns listed in
+:data:`DESCRIPTIVE_COLUMNS` (ids, names, types, times, shapes, formats), keyed by the header name
+with the unit as in the header (``aiv_vec_ratio``, ``aic_mte2_time(us)``,
+``aiv_main_mem_read_bw(GB/s)``, 310B's ``vec_exe_ratio``); a cell that is not a number (``N/A``)
+is None. task_time files have no counters.
+
+Cases label what a sweep ran: a run holds one collection window, which several devices can share
+with a different case each, so a :class:`Timeline` maps devices to case labels.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import types
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from ._errors import UsageError
+from ._layout import RUN_PATTERN
+from ._reader import cell_ns, iter_timed_file_tasks, start_unit_ns, summary_csvs_or_error
+from ._records import ProfilingTask
+
+if TYPE_CHECKING:
+    from ._async import SweepItem
+
+_new_tuple = tuple.__new__
+
+#: Columns that describe a task rather than count something (op_summary, task_time, kernel_details).
+DESCRIPTIVE_COLUMNS: Final = frozenset(
+    {
+        "Device_id",
+        "Model ID",
+        "Task ID",
+        "Stream ID",
+        "Op Name",
+        "OP Type",
+        "OP State",
+        "Task Type",
+        "Task Start Time(us)",
+        "Task Start Time",
+        "Task Duration(us)",
+        "Task Wait Time(us)",
+        "Block Dim",
+        "Block Num",
+        "Mix Block Dim",
+        "Mix Block Num",
+        "HF32 Eligible",
+        "Input Shapes",
+        "Input Data Types",
+        "Input Formats",
+        "Output Shapes",
+        "Output Data Types",
+        "Output Formats",
+        "Context ID",
+        # task_time
+        "kernel_name",
+        "kernel_type",
+        "stream_id",
+        "task_id",
+        "task_time(us)",
+        "task_start(us)",
+        "task_stop(us)",
+        "task_start(ns)",
+        "task_stop(ns)",
+        # torch_npu kernel_details
+        "Model Name",
+        "Infer ID",
+        "Step Id",
+        "Name",
+        "Type",
+        "Accelerator Core",
+        "Start Time(us)",
+        "Duration(us)",
+        "Wait Time(us)",
+    }
+)
+
+
+def counter_columns(header: Sequence[str]) -> tuple[str, ...]:
+    """The counter columns of a CSV header (see the module doc), in header order."""
+    if "kernel_name" in header:  # task_time: no counters
+        return ()
+    return tuple(c for c in header if c and c not in DESCRIPTIVE_COLUMNS)
+
+
+class TimedTask(NamedTuple):
+    """A task with what a timeline needs.
+
+    :ivar task: the task as every other API gives it
+    :ivar start_ns: its start, integer nanoseconds since the Unix epoch (exact), or None when the
+        CSV has no start column
+    :ivar stream: its stream id, or None when the CSV has none
+    :ivar counters: the counter cells by column name (None for ``N/A``); None when not read
+    """
+
+    task: ProfilingTask
+    start_ns: int | None
+    stream: int | None
+    counters: Mapping[str, float | None] | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        """The duration in integer nanoseconds (exact for msprof's three decimals of µs)."""
+        return round(self.task.duration * 1000)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Timeline:
+    """The timed tasks of one exported run, and the case each device ran (if labelled).
+
+    :ivar run_id: the ``PROF_*`` directory name
+    :ivar tasks: the tasks in file order (start order per device)
+    :ivar cases: case label per device (a read-only mapping; empty when not labelled)
+    """
+
+    run_id: str
+    tasks: tuple[TimedTask, ...]
+    cases: Mapping[int | None, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cases", types.MappingProxyType(dict(self.cases)))
+
+    def case(self, device: int | None) -> str | None:
+        """The case *device* ran in this run, or None when not labelled."""
+        return self.cases.get(device)
+
+    @property
+    def devices(self) -> tuple[int | None, ...]:
+        """The devices with tasks, in order of appearance."""
+        return tuple(dict.fromkeys(t.task.device for t in self.tasks))
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)  # float() ignores the surrounding whitespace
+    except ValueError:
+        try:
+            value = float(text.strip().strip('"'))
+        except ValueError:
+            return None  # N/A
+    return value if value - value == 0 else None  # finite only
+
+
+def _counters(names: tuple[str, ...], cells: Sequence[str | None]) -> dict[str, float | None]:
+    """The counter cells as numbers (None for N/A): one C-level pass when they all are numbers."""
+    try:
+        values = tuple(map(float, cells))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return {name: _number(cell) for name, cell in zip(names, cells, strict=True)}
+    if not math.isfinite(sum(values)):
+        return {name: _number(cell) for name, cell in zip(names, cells, strict=True)}
+    return dict(zip(names, values, strict=True))
+
+
+def _stream(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip().strip('"'))
+    except ValueError:
+        return None
+
+
+def _cases_of(
+    case: str | Mapping[int | None, object] | None, devices: Iterable[int | None]
+) -> dict[int | None, str]:
+    if case is None:
+        return {}
+    if isinstance(case, Mapping):
+        return {device: str(label) for device, label in case.items()}
+    return {device: str(case) for device in devices}
+
+
+def read_timeline(
+    run: str | os.PathLike[str],
+    *,
+    case: str | Mapping[int | None, object] | None = None,
+    counters: bool = True,
+) -> Timeline:
+    """The timed tasks of an exported ``PROF_*`` run (see the module doc for what is exact).
+
+    :param run: the run directory (exported: ``asc-aprof export`` or ``Profiler.export()``)
+    :param case: a case label for every device of the run, or one per device (a mapping)
+    :param counters: also read every counter column (op_summary's PMU columns)
+    :raises UsageError: when *run* is not an exported run
+    :raises ParseError: for a malformed CSV (file and line named)
+    """
+    path = Path(run)
+    if not path.is_dir():
+        raise UsageError(f"{path}: no such run directory (give an exported PROF_* run)")
+    files = summary_csvs_or_error(path)
+    timed: list[TimedTask] = []
+    append = timed.append
+    extra = counter_columns if counters else None
+    for tasks, kept, columns in iter_timed_file_tasks(files, extra):
+        unit = start_unit_ns(columns)
+        names = counter_columns(columns) if counters else ()
+        for task, cells in zip(tasks, kept, strict=True):
+            stream = cells[0]
+            try:
+                stream_id: int | None = int(stream)  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                stream_id = _stream(stream)
+            values = _counters(names, cells[2:]) if names else None
+            # tuple.__new__: a NamedTuple's own __new__ costs as much again per task
+            append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values)))
+    run_id = path.resolve().name
+    return Timeline(run_id, tuple(timed), _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
+
+
+def sweep_timelines(
+    items: Iterable[SweepItem[Any]], result_path: str | os.PathLike[str], *, counters: bool = True
+) -> list[Timeline]:
+    """The timelines of a sweep's items, each device labelled with the case it ran.
+
+    Items that failed are left out. The runs must still exist: sweep into a result path of your
+    own (a temporary root's runs are deleted once parsed unless ``cleanup=False``).
+
+    :raises UsageError: naming the case whose run is gone
+    """
+    root = Path(result_path)
+    by_run: dict[str, dict[int | None, object]] = {}
+    for item in items:
+        if item.result is None:
+            continue
+        by_run.setdefault(item.result.run_id, {})[item.device] = item.case
+    out: list[Timeline] = []
+    for run_id, cases in by_run.items():
+        run = root / run_id
+        if not RUN_PATTERN.match(run_id) or not run.is_dir():
+            shown = ", ".join(str(c) for c in cases.values())
+            raise UsageError(
+                f"run {run_id} of case(s) {shown} is not in {root} (deleted after parsing? sweep into "
+                "a result path of your own, or with cleanup=False)"
+            )
+        out.append(read_timeline(run, case=cases, counters=counters))
+    return out
