@@ -218,11 +218,12 @@ def test_readme_block_runs(block: Block, in_workdir: Path, capsys: pytest.Captur
         )
 
 
-def test_only_the_install_commands_are_not_run() -> None:
+def test_few_blocks_are_not_run_and_each_says_why() -> None:
     skipped = [b for b in BLOCKS if b.not_run is not None]
-    assert [b.lang for b in skipped] == ["bash"] * 3, [b.id for b in skipped]
     assert all(b.not_run for b in skipped)  # each says why
-    assert all("pip install" in b.text or ".ci/run" in b.text for b in skipped)
+    # the install/CI commands, and two fragments of the timelines section that tests/look runs
+    installs = [b for b in skipped if "pip install" in b.text or ".ci/run" in b.text]
+    assert len(installs) == 3 and len(skipped) <= 5, [b.id for b in skipped]
 
 
 def test_the_harness_sees_every_kind_of_example() -> None:
