@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
+from asc_aprof._binding import _declare as declare_prototypes
 
 TASK_TIME = 0x2
 AICORE_METRICS = 0x4
@@ -60,22 +61,8 @@ class Acl:
 
     def __init__(self, library: Path) -> None:
         lib = ctypes.CDLL(str(library))
-        c_int, c_void_p, c_size_t = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
-        lib.aclprofInit.argtypes = [ctypes.c_char_p, c_size_t]
-        lib.aclprofInit.restype = c_int
-        lib.aclprofFinalize.argtypes = []
-        lib.aclprofFinalize.restype = c_int
-        lib.aclprofCreateConfig.argtypes = [
-            ctypes.POINTER(ctypes.c_uint32),
-            ctypes.c_uint32,
-            c_int,
-            c_void_p,
-            ctypes.c_uint64,
-        ]
-        lib.aclprofCreateConfig.restype = c_void_p
-        for name in ("aclprofDestroyConfig", "aclprofStart", "aclprofStop"):
-            getattr(lib, name).argtypes = [c_void_p]
-            getattr(lib, name).restype = c_int
+        declare_prototypes(lib)  # the binding's own declarations, on a handle of the test's own
+        c_int, c_size_t = ctypes.c_int, ctypes.c_size_t
         lib.aclprofSetConfig.argtypes = [c_int, ctypes.c_char_p, c_size_t]
         lib.aclprofSetConfig.restype = c_int
         self.lib = lib
