@@ -431,7 +431,7 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
         _parser._parse_rows([], *args[:13], dict, 100, (), [])
     with pytest.raises(ValueError, match="start"):
         _parser._parse_rows([], b"a", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100, (), [])
-    good = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
+    good: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
     with pytest.raises(ValueError, match="differ in length"):
         _parser._parse_rows([], *good, (1,), [])
     with pytest.raises(TypeError, match="bytearrays"):

@@ -25,14 +25,14 @@ import itertools
 import os
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ._binding import ProfileTypes
-from ._collector import get_collector, remove_run_dir, timeout_error
+from ._collector import DeviceTasks, get_collector, remove_run_dir, timeout_error
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -45,7 +45,7 @@ from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
 from ._protocol import Call, Export, Parse, Step, Steps, Wait
-from ._reader import aiter_file_tasks, summary_csvs_or_error
+from ._reader import DeviceSplit, RunTasks, aiter_file_batches, aiter_file_tasks, summary_csvs_or_error
 from ._records import ProfilingResult, ProfilingTask, make_result
 from ._runguard import exporting_async, wait_for_export_async
 
@@ -66,6 +66,13 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         async with exporting_async(step.run_dir), (limiter or contextlib.nullcontext()):
             return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
+        if step.counters:
+            split = DeviceSplit(True)
+            async with contextlib.aclosing(aiter_file_batches(step.files, counters=True)) as counted:
+                async for found in counted:
+                    split.add(found)
+                    await anyio.lowlevel.checkpoint()
+            return split.per_device()
         per_device: dict[int | None, list[ProfilingTask]] = {}
         async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
             async for batch in batches:
@@ -93,17 +100,15 @@ async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = N
             failure = exc
 
 
-async def _freeze(
-    per_device: dict[int | None, list[ProfilingTask]],
-) -> dict[int | None, tuple[ProfilingTask, ...]]:
+async def _freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int | None, DeviceTasks]:
     """Turn the per-device lists into the tuples results share, releasing the lists in slices.
 
     ``tuple(list)`` is one C call (about 16 ms per million tasks here); dropping a million-item
     list at once is another ~10 ms, so that part is done in slices between checkpoints.
     """
-    frozen: dict[int | None, tuple[ProfilingTask, ...]] = {}
+    frozen: dict[int | None, DeviceTasks] = {}
     for device, tasks in per_device.items():
-        frozen[device] = tuple(tasks)
+        frozen[device] = (tuple(tasks), None)
         await anyio.lowlevel.checkpoint()
         while tasks:
             del tasks[-_RELEASE_SLICE:]
@@ -214,39 +219,70 @@ class AsyncProfiler(ProfilerBase):
                 await run_export_async(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
         return run_dir
 
-    async def store_result(self, run_id: str) -> ProfilingResult:
+    async def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:
         """Parse run *run_id*'s CSVs into ``last_result``.
 
+        :param counters: also read every task's PMU counters into the result's ``counters``
         Cancelled: parsing stops; ``last_result`` is unchanged.
         """
-        return await self._store(self._run_dir(run_id))
+        return await self._store(self._run_dir(run_id), counters)
 
-    async def store_last_result(self) -> ProfilingResult:
+    async def store_last_result(self, *, counters: bool = False) -> ProfilingResult:
         """Parse the newest run this profiler created (else the newest in the result path).
 
+        :param counters: as for :meth:`store_result`
         Cancelled: parsing stops; ``last_result`` is unchanged.
         """
-        return await self._store(self._last_run_dir())
+        return await self._store(self._last_run_dir(), counters)
 
-    async def _store(self, run_dir: Path) -> ProfilingResult:
+    async def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
         await wait_for_export_async(run_dir)
+        files = summary_csvs_or_error(run_dir)
+        if counters:
+            gathered = RunTasks(True)
+            async with contextlib.aclosing(aiter_file_batches(files, counters=True)) as counted:
+                async for found in counted:
+                    gathered.add(found)
+            self.last_result = make_result(gathered.tasks, run_dir.name, gathered.counters())
+            return self.last_result
         tasks: list[ProfilingTask] = []
-        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+        async with contextlib.aclosing(aiter_file_tasks(files)) as batches:
             async for batch in batches:
                 tasks.extend(batch)
         self.last_result = make_result(tasks, run_dir.name)
         return self.last_result
 
-    async def iter_tasks(self, run_id: str | None = None) -> AsyncGenerator[ProfilingTask, None]:
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: Literal[False] = False
+    ) -> AsyncGenerator[ProfilingTask, None]: ...
+
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: Literal[True]
+    ) -> AsyncGenerator[tuple[ProfilingTask, dict[str, float | None]], None]: ...
+
+    async def iter_tasks(
+        self, run_id: str | None = None, *, counters: bool = False
+    ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]:
         """Yield a run's tasks as its CSV is read and parsed (default: the newest run).
 
         Pull-based: one 32 KiB chunk is read and parsed at a time, only when the consumer asks, so
-        memory stays bounded however large the file. Cancelled or closed early: the file is
-        closed; nothing else happens.
+        memory stays bounded however large the file. With *counters*, each item is a pair
+        ``(task, {column: value or None})`` of the task and its PMU counters. Cancelled or closed
+        early: the file is closed; nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
         await wait_for_export_async(run_dir)
-        async with contextlib.aclosing(aiter_file_tasks(summary_csvs_or_error(run_dir))) as batches:
+        files = summary_csvs_or_error(run_dir)
+        if counters:
+            async with contextlib.aclosing(aiter_file_batches(files, counters=True)) as counted:
+                async for found in counted:
+                    assert found.counters is not None
+                    for task, row in zip(found.tasks, found.counters.rows(), strict=True):
+                        yield task, row
+            return
+        async with contextlib.aclosing(aiter_file_tasks(files)) as batches:
             async for batch in batches:
                 for task in batch:
                     yield task
@@ -265,8 +301,13 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
         """``async with profiler.profile(device_id=d) as run:`` start, body, stop, export, parse.
+
+        *counters*: put every task's PMU counters (of the *metrics* group) in the result's
+        ``counters`` (:class:`~asc_aprof.TaskCounters`).
 
         Cancelled while waiting for the window: leaves it, nothing else happens. Cancelled (or
         raising) in the body: leaves the window at once and, when it was the last body, waits
@@ -276,7 +317,7 @@ class AsyncProfiler(ProfilerBase):
         """
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types)
+            call = self._call(device_id, metrics, profile_types, counters=counters)
             await drive_async(call.enter())
             try:
                 yield call.run
@@ -300,6 +341,7 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        counters: bool = False,
     ) -> AsyncIterator[SweepItems[CaseT]]:
         """Profile every case on the devices, pipelined; items stream out as they are parsed.
 
@@ -308,7 +350,8 @@ class AsyncProfiler(ProfilerBase):
         ``run(case, device)`` (a coroutine function, or a plain function run in a worker thread),
         and hands the stopped collection to an export task, so the device moves on to the next
         case while earlier windows export. Workers on different devices share collection windows.
-        Exports run concurrently up to *export_limit* (default: CPU count).
+        Exports run concurrently up to *export_limit* (default: CPU count). With *counters*,
+        every item's result carries its tasks' PMU counters.
 
         Backpressure: at most *max_pending* cases (default: twice the number of devices) are
         started and not yet received by the consumer; a worker waits for a free place before it
@@ -367,7 +410,7 @@ class AsyncProfiler(ProfilerBase):
                         except StopIteration:
                             places.release()
                             return
-                        call = self._call(device, metrics, profile_types)
+                        call = self._call(device, metrics, profile_types, counters=counters)
                     try:
                         await drive_async(call.enter())
                     except Exception as exc:
@@ -403,7 +446,7 @@ class AsyncProfiler(ProfilerBase):
             async with send:
                 for index, device in enumerate(device_list):
                     first = (
-                        (first_cases[index], self._call_of(first_round[index]))
+                        (first_cases[index], self._call_of(first_round[index], counters=counters))
                         if index < len(first_cases)
                         else None
                     )

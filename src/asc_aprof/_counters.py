@@ -114,15 +114,19 @@ class TaskCounters:
     _values: dict[str, array[float]]
     _length: int
 
-    def __init__(self, columns: Mapping[str, Sequence[float | None]] | None = None) -> None:
-        """Counters from plain columns (every column as long as the others; None for no value)."""
+    def __init__(
+        self, columns: Mapping[str, Sequence[float | None]] | None = None, *, length: int | None = None
+    ) -> None:
+        """Counters from plain columns, each *length* long (None for no value).
+
+        *length* (the number of tasks) may be left out when there is a column to tell it.
+        """
         values: dict[str, array[float]] = {}
-        length: int | None = None
         for name, column in (columns or {}).items():
             if length is None:
                 length = len(column)
             elif len(column) != length:
-                raise ValueError(f"counter column {name!r} has {len(column)} values, the others {length}")
+                raise ValueError(f"counter column {name!r} has {len(column)} values, not {length}")
             values[str(name)] = array("d", (NAN if v is None else float(v) for v in column))
         object.__setattr__(self, "_values", values)
         object.__setattr__(self, "_length", length or 0)
@@ -220,9 +224,9 @@ class TaskCounters:
         return {name: self.column(name) for name in self._values}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Sequence[float | None]]) -> TaskCounters:
-        """Rebuild what :meth:`to_dict` wrote."""
-        return cls(data)
+    def from_dict(cls, data: Mapping[str, Sequence[float | None]], length: int | None = None) -> TaskCounters:
+        """Rebuild what :meth:`to_dict` wrote (*length*: the task count, for a dict without columns)."""
+        return cls(data, length=length)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TaskCounters):

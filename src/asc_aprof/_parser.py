@@ -179,6 +179,7 @@ class TaskParser:
         # one array per counter column, aligned with the tasks returned since take_counters()
         self._counter_values: list[array[float]] = []
         self._scratch: list[bytearray] = []  # what one C call read, per column
+        self._untaken = 0  # tasks returned since take_counters()
         self.source = source
         self.default_device = device
         self.max_line_length = max_line_length
@@ -237,6 +238,7 @@ class TaskParser:
             tasks = self._fast_lines(buf, cut)
         else:
             tasks = self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
+        self._untaken += len(tasks)
         self._check_tail()
         return tasks
 
@@ -262,6 +264,7 @@ class TaskParser:
         self._closed = True
         if self.kind is None:
             self._fail("empty file: no header row", 0)
+        self._untaken += len(tasks)
         return tasks
 
     def take_counters(self) -> TaskCounters:
@@ -270,9 +273,9 @@ class TaskParser:
         Aligned with those tasks, in order; empty (no column) without ``counters`` or when the
         file has no PMU column.
         """
-        length = len(self._counter_values[0]) if self._counter_values else 0
         values = dict(zip(self.counter_columns, self._counter_values, strict=True))
         self._counter_values = [array("d") for _ in self._counter_values]
+        length, self._untaken = self._untaken, 0
         return TaskCounters._wrap(values, length)
 
     @property

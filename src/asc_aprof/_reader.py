@@ -17,19 +17,25 @@ gets its real type. Tasks with no match keep ``N/A`` (their type is never guesse
 make every row of a level-0 op_summary ``N/A``, so the first batch decides for the file; joined
 files are parsed by the pure-Python row loop (it keeps the extra cells), and the map holds one
 entry per task_time row.
+
+With ``counters=True`` every parser also reads the PMU counter columns, and each batch comes with
+the counters of its tasks (:class:`TaskBatch`), aligned with them; a dropped batch drops its
+counters too. :class:`DeviceSplit` files batches by device, counters along.
 """
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import enum
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import anyio
 import anyio.lowlevel
 
+from ._counters import CounterBuilder, TaskCounters
 from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs, task_time_beside
 from ._parser import TaskParser
@@ -46,6 +52,15 @@ START_COLUMNS: Final = {"Task Start Time(us)": 1000, "task_start(us)": 1000, "ta
 JOIN_KEEP: Final = (STREAM_COLUMNS, tuple(START_COLUMNS))
 
 JoinKey = tuple[int | None, str, int | None, int]
+#: One device's share of a run: its tasks, and their counters when they were asked for.
+DeviceTasks = tuple[tuple[ProfilingTask, ...], TaskCounters | None]
+
+
+class TaskBatch(NamedTuple):
+    """Tasks a feed finished, with their counters (aligned) when the reader reads counters."""
+
+    tasks: list[ProfilingTask]
+    counters: TaskCounters | None
 
 
 class _Phase(enum.Enum):
@@ -90,11 +105,13 @@ class RunReader:
     """The files of one export, read in order, with level-0 types joined in (see the module doc).
 
     Drive it: ``while (f := reader.next_file()) is not None:`` open *f*, then feed chunks while
-    :attr:`reading`, and ``b""`` at the end of the file; every call returns the tasks it finished.
+    :attr:`reading`, and ``b""`` at the end of the file; every call returns the tasks it finished
+    (:meth:`feed_batch`: with their counters, when *counters*).
     """
 
-    def __init__(self, files: Sequence[CsvFile]) -> None:
+    def __init__(self, files: Sequence[CsvFile], *, counters: bool = False) -> None:
         self._files = list(files)
+        self.counters = counters
         self._beside = task_time_beside(self._files)
         self._index = -1  # position in _files
         self._pending: list[tuple[_Phase, CsvFile]] = []
@@ -125,6 +142,7 @@ class RunReader:
             device=self._file.device,
             accelerated=False if joined else None,
             keep=JOIN_KEEP if joined else (),
+            counters=self.counters,
         )
         self._first_batch = True
         self.reading = True
@@ -132,6 +150,10 @@ class RunReader:
 
     def feed(self, data: bytes) -> list[ProfilingTask]:
         """Bytes of the current file (``b""`` at its end); the tasks they completed."""
+        return self.feed_batch(data).tasks
+
+    def feed_batch(self, data: bytes) -> TaskBatch:
+        """As :meth:`feed`, with the tasks' counters (None unless the reader reads counters)."""
         parser = self._parser
         if parser is None or not self.reading:
             raise RuntimeError("RunReader.feed() without a file being read")
@@ -140,16 +162,17 @@ class RunReader:
         else:
             tasks = parser.close()
             self.reading = False
+        counters = parser.take_counters() if self.counters else None
         if self._phase is _Phase.TYPES:
             self._add_types(parser, tasks)
-            return []
+            return TaskBatch([], TaskCounters() if self.counters else None)
         if self._phase is _Phase.JOINED:
-            return self._resolve(parser, tasks)
+            return TaskBatch(self._resolve(parser, tasks), counters)
         if tasks and self._first_batch:
             self._first_batch = False
             if parser.kind == "op_summary" and self._needs_types(tasks):
-                return []
-        return tasks
+                return TaskBatch([], TaskCounters() if self.counters else None)
+        return TaskBatch(tasks, counters)
 
     # -- level 0 --------------------------------------------------------------------------------
     def _needs_types(self, first: list[ProfilingTask]) -> bool:
@@ -193,40 +216,126 @@ class RunReader:
 
 def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
     """Batches of tasks from *files*, read in 1 MiB chunks."""
-    reader = RunReader(files)
+    for batch in iter_file_batches(files):
+        yield batch.tasks
+
+
+def iter_file_batches(files: Sequence[CsvFile], *, counters: bool = False) -> Iterator[TaskBatch]:
+    """Batches of tasks (with their counters, when asked) from *files*, read in 1 MiB chunks."""
+    reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
         with open(csv_file.path, "rb") as stream:
             while reader.reading:
-                batch = reader.feed(stream.read(SYNC_CHUNK))
-                if batch:
+                batch = reader.feed_batch(stream.read(SYNC_CHUNK))
+                if batch.tasks:
                     yield batch
 
 
 async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncGenerator[list[ProfilingTask], None]:
-    """Batches of tasks from *files*, read with anyio's file API.
+    """Batches of tasks from *files*, read with anyio's file API (see :func:`aiter_file_batches`)."""
+    async with contextlib.aclosing(aiter_file_batches(files)) as batches:
+        async for batch in batches:
+            yield batch.tasks
+
+
+async def aiter_file_batches(
+    files: Sequence[CsvFile], *, counters: bool = False
+) -> AsyncGenerator[TaskBatch, None]:
+    """Batches of tasks (with their counters, when asked) from *files*, read with anyio's file API.
 
     Reads 1 MiB per worker-thread round trip and parses it in 32 KiB slices with a checkpoint
     between them, so the loop never stalls for long; the consumer's pace sets the reading pace
     (at most one read chunk is held).
     """
-    reader = RunReader(files)
+    reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
         async with await anyio.open_file(csv_file.path, "rb") as stream:
             while reader.reading:
                 chunk = await stream.read(SYNC_CHUNK)
                 if not chunk:
-                    batch = reader.feed(b"")
-                    if batch:
+                    batch = reader.feed_batch(b"")
+                    if batch.tasks:
                         yield batch
                     break
                 view = memoryview(chunk)
                 for start in range(0, len(chunk), ASYNC_CHUNK):
-                    batch = reader.feed(bytes(view[start : start + ASYNC_CHUNK]))
-                    if batch:
+                    batch = reader.feed_batch(bytes(view[start : start + ASYNC_CHUNK]))
+                    if batch.tasks:
                         yield batch
                     await anyio.lowlevel.checkpoint()
                     if not reader.reading:
                         break
+
+
+class RunTasks:
+    """Batches gathered into one list of tasks and (when counted) one :class:`TaskCounters`."""
+
+    __slots__ = ("_builder", "tasks")
+
+    def __init__(self, counters: bool) -> None:
+        self.tasks: list[ProfilingTask] = []
+        self._builder = CounterBuilder() if counters else None
+
+    def add(self, batch: TaskBatch) -> None:
+        self.tasks += batch.tasks
+        if self._builder is not None:
+            if batch.counters is None:
+                self._builder.pad(len(batch.tasks))
+            else:
+                self._builder.extend(batch.counters)
+
+    def counters(self) -> TaskCounters | None:
+        return None if self._builder is None else self._builder.build()
+
+
+class DeviceSplit:
+    """Batches filed by device (``task.device``), counters along with their tasks."""
+
+    __slots__ = ("_counted", "_counters", "_plain")
+
+    def __init__(self, counters: bool) -> None:
+        self._counters = counters
+        self._plain: dict[int | None, list[ProfilingTask]] = {}  # without counters: plain lists
+        self._counted: dict[int | None, RunTasks] = {}
+
+    def add(self, batch: TaskBatch) -> None:
+        if not self._counters:
+            plain = self._plain
+            for task in batch.tasks:
+                bucket = plain.get(task.device)
+                if bucket is None:
+                    bucket = plain[task.device] = []
+                bucket.append(task)
+            return
+        indexes: dict[int | None, list[int]] = {}
+        for i, task in enumerate(batch.tasks):
+            picked = indexes.get(task.device)
+            if picked is None:
+                picked = indexes[task.device] = []
+            picked.append(i)
+        whole = len(indexes) == 1  # the usual case: one device per batch, no copy
+        for device, picked in indexes.items():
+            tasks = batch.tasks if whole else [batch.tasks[i] for i in picked]
+            counters = batch.counters
+            if counters is not None and not whole:
+                counters = counters.select(picked)
+            entry = self._counted.get(device)
+            if entry is None:
+                entry = self._counted[device] = RunTasks(True)
+            entry.add(TaskBatch(tasks, counters))
+
+    def per_device(self) -> dict[int | None, DeviceTasks]:
+        if not self._counters:
+            return {device: (tuple(tasks), None) for device, tasks in self._plain.items()}
+        return {device: (tuple(entry.tasks), entry.counters()) for device, entry in self._counted.items()}
+
+
+def gather(batches: Iterable[TaskBatch], *, counters: bool) -> dict[int | None, DeviceTasks]:
+    """Every batch, by device."""
+    split = DeviceSplit(counters)
+    for batch in batches:
+        split.add(batch)
+    return split.per_device()
 
 
 def split_by_device(batches: Iterator[list[ProfilingTask]]) -> dict[int | None, list[ProfilingTask]]:
