@@ -178,6 +178,10 @@ class TaskCounters:
     def rows(self) -> Iterator[dict[str, float | None]]:
         """Every task's counters as a dict, in task order."""
         names = tuple(self._values)
+        if not names:  # no PMU column: an empty dict per task
+            for _ in range(self._length):
+                yield {}
+            return
         for row in zip(*self._values.values(), strict=True):
             yield dict(zip(names, [None if x != x else x for x in row], strict=True))
 
