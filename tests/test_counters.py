@@ -33,7 +33,7 @@ def test_columns_rows_and_values() -> None:
     view = counters.values("aiv_vec_ratio")
     assert view.format == "d" and view.readonly and view[0] == 0.5 and math.isnan(view[1])
     with pytest.raises(TypeError):
-        view[0] = 1.0  # type: ignore[index]
+        view[0] = 1  # a read-only view
     with pytest.raises(IndexError, match="3 tasks"):
         counters.row(3)
     with pytest.raises(KeyError, match="aiv_vec_ratio, aiv_time"):
@@ -43,7 +43,7 @@ def test_columns_rows_and_values() -> None:
 def test_immutable_equal_hashable_picklable() -> None:
     a = TaskCounters({"x": [1.0, None]})
     with pytest.raises(AttributeError):
-        a._length = 5  # type: ignore[misc]
+        a._length = 5
     assert a == TaskCounters({"x": [1.0, None]})  # None equals None (NaN inside)
     assert a != TaskCounters({"x": [1.0, 2.0]})
     assert a != TaskCounters({"y": [1.0, None]})
@@ -92,7 +92,7 @@ def test_to_dict_round_trip_and_result_format_2() -> None:
     assert ProfilingResult.from_dict(version1).counters is None
     assert ProfilingResult.from_dict(version1).tasks == tasks
     broken = data | {"counters": {"aic_mac_ratio": [0.9]}}
-    with pytest.raises(ValueError, match="malformed asc-aprof result: .*1 values, not 2"):
+    with pytest.raises(ValueError, match=r"malformed asc-aprof result: .*1 values, not 2"):
         ProfilingResult.from_dict(broken)
     with pytest.raises(ValueError, match="unsupported result version 3"):
         ProfilingResult.from_dict(data | {"version": 3})
@@ -102,13 +102,15 @@ def test_to_dict_round_trip_and_result_format_2() -> None:
 
 
 def test_counter_columns_are_every_column_not_describing_the_task() -> None:
-    header = NEW_HEADER.split(",") + ["aiv_vec_ratio", "memory_bound", "aiv_vec_ratio", ""]
+    header = [*NEW_HEADER.split(","), "aiv_vec_ratio", "memory_bound", "aiv_vec_ratio", ""]
     picked = [header[i] for i in counter_indexes(header)]
     assert picked == ["aicore_time(us)", "aic_total_cycles", "aiv_vec_ratio", "memory_bound"]
     assert not set(picked) & TASK_COLUMNS
     kernel_details = ["Step Id", "Name", "Type", "Accelerator Core", "Start Time(us)", "Duration(us)"]
     assert counter_indexes([*kernel_details, "aiv_time(us)"]) == (6,)
-    task_time = "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
+    task_time = (
+        "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
+    )
     assert counter_indexes(task_time.split(",")) == ()
 
 
@@ -117,7 +119,9 @@ def test_counter_columns_are_every_column_not_describing_the_task() -> None:
 HEADER = NEW_HEADER + ",aiv_vec_ratio,aiv_main_mem_read_bw(GB/s)"
 
 
-def parse(data: bytes, accelerated: bool, chunk: int | None = None) -> tuple[list[ProfilingTask], TaskCounters]:
+def parse(
+    data: bytes, accelerated: bool, chunk: int | None = None
+) -> tuple[list[ProfilingTask], TaskCounters]:
     parser = TaskParser("c.csv", counters=True, accelerated=accelerated)
     tasks: list[ProfilingTask] = []
     parts: list[TaskCounters] = []
@@ -143,7 +147,12 @@ def test_counters_aligned_with_tasks_across_feeds(accelerated: bool) -> None:
     for chunk in (None, 7, 100):
         tasks, counters = parse(data, accelerated, chunk)
         assert [t.id for t in tasks] == [1, 3, 4] and len(counters) == 3
-        assert counters.columns == ("aicore_time(us)", "aic_total_cycles", "aiv_vec_ratio", "aiv_main_mem_read_bw(GB/s)")
+        assert counters.columns == (
+            "aicore_time(us)",
+            "aic_total_cycles",
+            "aiv_vec_ratio",
+            "aiv_main_mem_read_bw(GB/s)",
+        )
         assert counters.column("aiv_vec_ratio") == [0.423, None, 0.5]
         assert counters.column("aiv_main_mem_read_bw(GB/s)") == [83.153, None, 7.0]
         assert counters.column("aic_total_cycles") == [78923.0] * 3
@@ -159,7 +168,9 @@ def test_counters_aligned_with_tasks_across_feeds(accelerated: bool) -> None:
         ("1e400", "counter 'aiv_vec_ratio' is not a finite number: '1e400'"),
     ],
 )
-def test_a_bad_counter_is_a_parse_error_naming_column_and_line(accelerated: bool, cell: str, message: str) -> None:
+def test_a_bad_counter_is_a_parse_error_naming_column_and_line(
+    accelerated: bool, cell: str, message: str
+) -> None:
     good = new_row("0", "1", "k", "AI_CORE", "1.5") + ",0.5,1"
     bad = new_row("0", "2", "k", "AI_CORE", "1.5") + f",{cell},1"
     data = (HEADER + "\n" + good + "\n" + bad + "\n").encode()
@@ -179,7 +190,9 @@ def test_without_counters_nothing_is_kept() -> None:
 def test_counters_with_keep_on_the_pure_path() -> None:
     parser = TaskParser("c.csv", keep=[("Stream ID",)], counters=True, accelerated=False)
     tasks = parser.feed((HEADER + "\n" + new_row("0", "1", "k", "AI_CORE", "1") + ",0.5,1\n").encode())
-    assert len(tasks) == 1 and parser.kept == [("2",)] and parser.take_counters().row(0)["aiv_vec_ratio"] == 0.5
+    assert (
+        len(tasks) == 1 and parser.kept == [("2",)] and parser.take_counters().row(0)["aiv_vec_ratio"] == 0.5
+    )
 
 
 def _csv_counters(text: str, columns: tuple[str, ...]) -> dict[str, list[float | None]]:
@@ -216,6 +229,6 @@ def test_real_csvs_counters_equal_csv_values(accelerated: bool) -> None:
 def test_real_expected_exports_counters_equal_csv_values() -> None:
     for path in sorted(REAL_RUNS.glob("*/expected/op_summary_*.csv")):
         data = path.read_bytes()
-        tasks, counters = parse(data, True if _parser._parse_rows is not None else False, chunk=1 << 16)
+        tasks, counters = parse(data, _parser._parse_rows is not None, chunk=1 << 16)
         assert len(counters) == len(tasks) and counters.columns
         assert counters.to_dict() == _csv_counters(data.decode("utf-8"), counters.columns), path

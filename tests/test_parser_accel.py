@@ -81,7 +81,11 @@ def run(
     counters: bool = False,
 ) -> Outcome:
     parser = TaskParser(
-        "accel.csv", device=device, max_line_length=max_line_length, accelerated=accelerated, counters=counters
+        "accel.csv",
+        device=device,
+        max_line_length=max_line_length,
+        accelerated=accelerated,
+        counters=counters,
     )
     assert parser.accelerated is accelerated
     tasks: list[ProfilingTask] = []
@@ -250,7 +254,8 @@ def test_quote_heavy_rows_same_result_whole_and_split(data: st.DataObject, doc: 
 COUNTER_CELLS = [
     "0.423", "0", "0.0", "12463669", "377.69", "-0", "-0.0", "1e3", "1E-3", "5e-324", "1.", ".5",
     "9007199254740993", "N/A", " N/A", "N/A ", '"N/A"', "n/a", '"0.5"', " 0.5", "0.5\t", "1_0", "",
-    "nan", "inf", "-Infinity", "1e309", "abc", "١٢", '"1,5"', '"0.""5"', "0.1000000000000000055511151231257827021181583404541015625",
+    "nan", "inf", "-Infinity", "1e309", "abc", "١٢", '"1,5"', '"0.""5"',
+    "0.1000000000000000055511151231257827021181583404541015625",
 ]  # fmt: skip
 #: PMU column names of both chips (the header decides which are counters, not these names).
 COUNTER_NAMES = [
@@ -281,7 +286,8 @@ def counter_docs(draw: st.DrawFn) -> tuple[bytes, int | None]:
             if column in ("Input Shapes", "Output Shapes"):
                 cells[i] = rng.choice(['"""8,2048;8,2048"""', "N/A", '"8,2048"'])
             elif column in names:
-                cells[i] = rng.choice(COUNTER_CELLS) if rng.random() < 0.15 else rng.choice(COUNTER_CELLS[:14])
+                pool = COUNTER_CELLS if rng.random() < 0.15 else COUNTER_CELLS[:14]
+                cells[i] = rng.choice(pool)
         cells[header.index(c_name)] = rng.choice(["k", "div_kernel", '"a,b"'])
         cells[header.index(c_type)] = rng.choice(TYPES[:4])
         cells[header.index(c_dur)] = rng.choice(["1.5", "381.688", "N/A", "7"])
@@ -304,7 +310,9 @@ def test_counters_same_result_whole_and_split(data: st.DataObject, doc: tuple[by
 
 @fuzz_settings(800)
 @given(data=st.data(), doc=tricky_docs())
-def test_counters_of_tricky_documents_same_result(data: st.DataObject, doc: tuple[bytes, int | None, int]) -> None:
+def test_counters_of_tricky_documents_same_result(
+    data: st.DataObject, doc: tuple[bytes, int | None, int]
+) -> None:
     raw, device, limit = doc
     same(raw, data.draw(splits(len(raw))), device=device, max_line_length=limit, counters=True)
 
@@ -546,9 +554,9 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
         _parser._parse_rows([], *args)
     with pytest.raises(TypeError, match="tuple subclass"):
         _parser._parse_rows([], *args[:13], dict, 100, (), [])
-    with pytest.raises(ValueError, match="start"):
-        _parser._parse_rows([], b"a", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100, (), [])
     good: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
+    with pytest.raises(ValueError, match="start"):
+        _parser._parse_rows([], b"a", *good[1:], (), [])
     with pytest.raises(ValueError, match="differ in length"):
         _parser._parse_rows([], *good, (1,), [])
     with pytest.raises(TypeError, match="bytearrays"):

@@ -138,7 +138,9 @@ def test_the_rule_text_states_every_threshold() -> None:
 def test_verdict_dict_round_trip() -> None:
     verdict = bound_verdict(QUIET_910B | {"aiv_vec_ratio": 0.75}, 10.0)
     data = verdict.to_dict()
-    assert data["kind"] == "bound" and data["label"] == "vec-bound" and data["ratios"]["aiv_vec_ratio"] == 0.75
+    assert (
+        data["kind"] == "bound" and data["label"] == "vec-bound" and data["ratios"]["aiv_vec_ratio"] == 0.75
+    )
     assert type(verdict).from_dict(data) == verdict
 
 
@@ -230,8 +232,12 @@ def test_compare_zero_base_and_non_finite_changes() -> None:
 def test_compare_a_counter_needs_counters_that_have_it() -> None:
     with pytest.raises(InvalidArgumentError, match="needs the PMU counters of BASE"):
         compare_tasks(_tasks(), _tasks(), metric="aiv_vec_ratio")
-    with pytest.raises(InvalidArgumentError, match="NEW has no counter 'aic_x'.*aiv_vec_ratio"):
+    with pytest.raises(InvalidArgumentError, match=r"NEW has no counter 'aic_x'.*aiv_vec_ratio"):
         compare_tasks(
-            _tasks(), _tasks(), metric="aic_x", base_counters=TaskCounters({"aic_x": [0.1] * 5}), new_counters=_counters()
+            _tasks(),
+            _tasks(),
+            metric="aic_x",
+            base_counters=TaskCounters({"aic_x": [0.1] * 5}),
+            new_counters=_counters(),
         )
     assert isinstance(compare_tasks(_tasks(), _tasks())[0], KernelChange)
