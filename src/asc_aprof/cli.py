@@ -274,7 +274,8 @@ def cmd_summary(args: argparse.Namespace) -> int:
     runs = ", ".join(r.run_id for r in results)
     if args.metrics:
         print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
-        if any(s.verdict is not None and s.verdict.kind is not VerdictKind.NO_RATIOS for s in stats):
+        judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
+        if any(s.verdict is not None and s.verdict.kind in judged for s in stats):
             print_metrics_legend()
         return 0
     print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
