@@ -114,6 +114,25 @@ def _groups(
     return groups
 
 
+def _duration_groups(
+    tasks: Iterable[ProfilingTask], *, device: int | None, name: str | None, skip: int
+) -> dict[Key, tuple[str, list[float]]]:
+    """Durations per (device, kernel name), as :func:`_groups` (the faster way without counters)."""
+    groups: dict[Key, tuple[str, list[float]]] = {}
+    for task in tasks:
+        if device is not None and task.device != device:
+            continue
+        if name is not None and task.name != name:
+            continue
+        entry = groups.get((task.device, task.name))
+        if entry is None:
+            entry = groups[(task.device, task.name)] = (task.type, [])
+        entry[1].append(task.duration)
+    if skip:
+        groups = {k: (t, d[skip:]) for k, (t, d) in groups.items() if len(d) > skip}
+    return groups
+
+
 def _pick(values: Sequence[float], indexes: list[int]) -> list[float]:
     """``values[i]`` for every index (at C speed), NaN (no value) left out."""
     picked = [values[indexes[0]]] if len(indexes) == 1 else list(operator.itemgetter(*indexes)(values))
@@ -152,9 +171,16 @@ def kernel_stats(
         tasks than that are left out
     """
     seq, counted = _source(tasks, counters)
+    grouped: dict[Key, tuple[str, list[float], list[int]]]
+    if counted is None:
+        durations = _duration_groups(seq, device=device, name=name, skip=skip)
+        grouped = {key: (ktype, values, []) for key, (ktype, values) in durations.items()}
+    else:
+        indexed = _groups(seq, device=device, name=name, skip=skip)
+        grouped = {key: (ktype, [seq[i].duration for i in idx], idx) for key, (ktype, idx) in indexed.items()}
     out: list[KernelStats] = []
-    for (dev, kname), (ktype, indexes) in _groups(seq, device=device, name=name, skip=skip).items():
-        values = sorted(seq[i].duration for i in indexes)
+    for (dev, kname), (ktype, durations_us, indexes) in grouped.items():
+        values = sorted(durations_us)
         total = math.fsum(values)
         median = round(quantile(values, 0.5), 3)
         medians: dict[str, float | None] = {}
