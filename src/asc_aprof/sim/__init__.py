@@ -31,8 +31,8 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
 - kernels launched with :func:`launch` (recorded only on profiled devices; the PMU counters a
-  launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`), modelled call
-  latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
+  launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`),
+  modelled call latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
   (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
   same result path (:meth:`SimControl.write_foreign_run`,
   :meth:`SimControl.foreign_run_on_next_start`).
