@@ -262,6 +262,11 @@ class AsyncProfiler(ProfilerBase):
         self, run_id: str | None = None, *, counters: Literal[True]
     ) -> AsyncGenerator[tuple[ProfilingTask, dict[str, float | None]], None]: ...
 
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: bool
+    ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]: ...
+
     async def iter_tasks(
         self, run_id: str | None = None, *, counters: bool = False
     ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]:
