@@ -269,50 +269,57 @@ def _rebuild(values: dict[str, array[float]], length: int) -> TaskCounters:
 class CounterBuilder:
     """Appends counter batches (columns may differ between batches) into one :class:`TaskCounters`.
 
-    The batches are kept as they are and joined once, column by column, in :meth:`build`: growing
-    25 arrays side by side would make the allocator copy every one of them again and again
-    (measured: 0.4 s for a million tasks), and joining a column releases its batches' arrays
-    before the next one is built, so the peak stays near the final size.
+    Each column is one array that grows by a quarter when full (NaN in the room not yet used) and
+    is cut to size in :meth:`build`. Measured on a million tasks with 25 columns: growing by
+    ``array.extend`` alone (CPython adds 1/16) made the allocator copy the 25 side-by-side arrays
+    over and over (0.4 s); keeping the batches and joining them at the end held both at once (2x
+    the memory, 585 B a task at the peak); doubling left up to half the room unused (535 B). A
+    quarter copies each column about 5 times in all (0.2 s) and peaks at 434 B a task (the
+    tasks' 177 B and the counters' 200 B included).
     """
 
-    __slots__ = ("_length", "_parts")
+    __slots__ = ("_length", "_values")
 
     def __init__(self) -> None:
-        # (tasks, {column: array} or None for tasks without counters); the dicts are our own copies
-        self._parts: list[tuple[int, dict[str, array[float]] | None]] = []
+        self._values: dict[str, array[float]] = {}  # each at least _length long (the rest: room)
         self._length = 0
 
     def __len__(self) -> int:
         return self._length
 
+    def _room(self, n: int) -> None:
+        """Make every column hold at least *n* values."""
+        for column in self._values.values():
+            if len(column) < n:
+                column.extend(_NAN_ROW * (max(n, len(column) + len(column) // 4) - len(column)))
+
     def extend(self, part: TaskCounters) -> None:
-        """Append *part*'s tasks (its arrays are shared, never modified)."""
-        if len(part):
-            self._parts.append((len(part), dict(part._values)))
-            self._length += len(part)
+        """Append *part*'s tasks (its arrays are copied, never kept)."""
+        n = len(part)
+        if not n:
+            return
+        start, end = self._length, self._length + n
+        values = self._values
+        for name in part._values:
+            if name not in values:
+                values[name] = _NAN_ROW * (len(next(iter(values.values()))) if values else 0)
+        self._room(end)
+        for name, column in values.items():
+            piece = part._values.get(name)
+            if piece is not None:
+                column[start:end] = piece
+        self._length = end
 
     def pad(self, n: int) -> None:
-        """Append *n* tasks without counters."""
+        """Append *n* tasks without counters (NaN: the room is NaN already)."""
         if n:
-            self._parts.append((n, None))
+            self._room(self._length + n)
             self._length += n
 
     def build(self) -> TaskCounters:
         """The counters appended so far (the builder starts over empty)."""
-        parts, length = self._parts, self._length
-        self._parts, self._length = [], 0
-        names = dict.fromkeys(name for _, values in parts if values is not None for name in values)
-        out: dict[str, array[float]] = {}
-        for name in names:
-            if len(parts) == 1 and parts[0][1] is not None:
-                out[name] = parts[0][1].pop(name)  # one batch: its array as it is
-                continue
-            column = _NAN_ROW * length  # tasks of batches without this column stay None
-            start = 0
-            for n, values in parts:
-                piece = values.pop(name, None) if values is not None else None
-                if piece is not None:
-                    column[start : start + n] = piece
-                start += n
-            out[name] = column
-        return TaskCounters._wrap(out, length)
+        values, length = self._values, self._length
+        self._values, self._length = {}, 0
+        for column in values.values():
+            del column[length:]
+        return TaskCounters._wrap(values, length)
