@@ -274,8 +274,8 @@ class CounterBuilder:
     ``array.extend`` alone (CPython adds 1/16) made the allocator copy the 25 side-by-side arrays
     over and over (0.4 s); keeping the batches and joining them at the end held both at once (2x
     the memory, 585 B a task at the peak); doubling left up to half the room unused (535 B). A
-    quarter copies each column about 5 times in all (0.2 s) and peaks at 434 B a task (the
-    tasks' 177 B and the counters' 200 B included).
+    quarter copies each column about 5 times in all (0.2 s) and peaks at 410-435 B a task (the
+    tasks' 177 B and the counters' 200 B included; benchmarks/RESULTS.md, section 7).
     """
 
     __slots__ = ("_length", "_values")
