@@ -72,6 +72,8 @@ def test_select_and_concat_with_different_columns() -> None:
         TaskCounters.concat([a, None])
     with pytest.raises(ValueError, match="3 tasks, not 2"):
         TaskCounters.concat([a], lengths=[2])
+    empty = TaskCounters.concat([TaskCounters({"z": []}), TaskCounters(length=0)])
+    assert empty.columns == ("z",) and len(empty) == 0  # the columns of a header-only file stay
     builder = CounterBuilder()
     builder.pad(2)
     builder.extend(a)

@@ -296,13 +296,13 @@ class CounterBuilder:
     def extend(self, part: TaskCounters) -> None:
         """Append *part*'s tasks (its arrays are copied, never kept)."""
         n = len(part)
-        if not n:
-            return
         start, end = self._length, self._length + n
         values = self._values
-        for name in part._values:
+        for name in part._values:  # its columns, even without a task (a header-only file)
             if name not in values:
                 values[name] = _NAN_ROW * (len(next(iter(values.values()))) if values else 0)
+        if not n:
+            return
         self._room(end)
         for name, column in values.items():
             piece = part._values.get(name)
