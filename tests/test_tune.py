@@ -17,36 +17,20 @@ import pytest
 import asc_aprof
 from asc_aprof import (
     AsyncProfiler,
-    BenchResult,
     CandidateStatus,
     Profiler,
-    StopReason,
     Toolkit,
     TuneError,
     TuneStop,
     sim,
 )
-from asc_aprof._tune import Race, RaceOutcome, cache_key, default_cache_dir, race
+from asc_aprof._tune import Calibration, Measured, Race, RaceOutcome, cache_key, default_cache_dir, race
 from asc_aprof.sim import SimControl
 
 
 # -- the rule, on synthetic samplers --------------------------------------------------------------------
-def fake_result(samples: Sequence[float]) -> BenchResult:
-    return BenchResult(
-        device=0,
-        median_us=0.0,
-        ci_low_us=0.0,
-        ci_high_us=0.0,
-        ci_level=0.95,
-        confidence=0.95,
-        samples_us=tuple(samples),
-        outliers=(),
-        kernels=(asc_aprof.KernelTime("k", "AI_CORE", 1, 0.0, 0.0, 0.0, 0.0),),
-        flush_kernels=(),
-        warmup_calls=0,
-        run_ids=(),
-        stop=StopReason.REPS,
-    )
+def fake_result(samples: Sequence[float]) -> Measured:
+    return Measured(tuple(samples), Calibration((("k", "AI_CORE"),), None))
 
 
 def run_race(
@@ -54,7 +38,7 @@ def run_race(
 ) -> tuple[RaceOutcome, list[list[int]]]:
     """Drive a race with *sample(index, reps)*; also returns each round's order of indices."""
     orders: list[list[int]] = []
-    outcome: dict[int, BenchResult | BaseException] | None = None
+    outcome: dict[int, Measured | BaseException] | None = None
     while True:
         try:
             step = steps.send(outcome)  # type: ignore[arg-type]
