@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -133,7 +133,7 @@ def tile(config: int, device: int) -> None:
     sim.launch("tile", device=device, duration_us=SPEEDS[config], jitter=0.03)
 
 
-def logged(log: Path) -> object:
+def logged(log: Path) -> Callable[[int, int], None]:
     def run(config: int, device: int) -> None:
         assert "ASCEND_RT_VISIBLE_DEVICES" not in os.environ, "Ray must not set it while profiling"
         with log.open("a", encoding="utf-8") as out:

@@ -147,6 +147,45 @@ def test_tune_on_the_simulator_finds_the_fastest_and_caches(
     assert not other.cached and other.key is not None and other.key["cann"] == "9.0"
 
 
+def test_a_device_measures_a_whole_round_in_one_window(toolkit: Toolkit, simctl: SimControl) -> None:
+    simctl.set_jitter(0.03, seed=2)
+    windows: list[str] = []
+
+    def seen(event: asc_aprof.ProgressEvent) -> None:
+        if event.kind == "collection_started":
+            windows.append(str(event.run_id))
+
+    result = Profiler(toolkit=toolkit, progress=seen).tune(range(4), launch_config, cache=False, seed=3)
+    assert result.best == 1
+    # one calibration window per candidate, then one window per round for all of them
+    assert len(windows) == 4 + result.rounds
+
+
+def test_a_misbehaving_candidate_in_a_shared_window_fails_alone(toolkit: Toolkit, simctl: SimControl) -> None:
+    """After calibration (2 warm-up calls, 1 alone) candidate 2 launches an extra kernel and 4 raises:
+    each fails with its own error, their neighbours in the window are measured."""
+    simctl.set_jitter(0.03, seed=4)
+    speeds = (12.0, 10.0, 10.3, 15.0, 10.6, 11.0)
+    calls = [0] * len(speeds)
+
+    def run(config: int, device: int) -> None:
+        calls[config] += 1
+        sim.launch("tile", device=device, duration_us=speeds[config])
+        if config == 2 and calls[config] > 3:
+            sim.launch("tile", device=device, duration_us=1.0)
+        if config == 4 and calls[config] > 3:
+            raise RuntimeError("tiling 4 ran out of UB")
+
+    result = Profiler(toolkit=toolkit).tune(range(len(speeds)), run, cache=False, seed=0)
+    by_index = result.candidates
+    assert by_index[2].status is CandidateStatus.FAILED and "AttributionError" in (by_index[2].error or "")
+    assert by_index[4].status is CandidateStatus.FAILED and "out of UB" in (by_index[4].error or "")
+    assert all(
+        c.status is not CandidateStatus.FAILED and c.count > 0 for c in by_index if c.index not in (2, 4)
+    )
+    assert result.best == 1
+
+
 def test_a_failing_candidate_on_the_simulator_is_a_row_not_an_exception(
     toolkit: Toolkit, simctl: SimControl
 ) -> None:

@@ -44,9 +44,10 @@ by position: a candidate's first round calibrates it as :meth:`~asc_aprof.Profil
 does, after ``warmup`` calls outside any window: one call alone in a window gives its kernels
 (names and types, in start order), one flush alone (once per device) the flush's, and every
 later part must be exactly that many repetitions of flush kernels then call kernels. A part
-that does not match is an :class:`~asc_aprof.AttributionError`; since extra kernels at the end
-of one part show up at the start of the next, that part, the one before it and the rest of the
-window are measured again one window each, so the error lands on the candidate that caused it.
+whose kernels do not match (or a window whose kernel count is not the parts' sum) is an
+:class:`~asc_aprof.AttributionError`; since one part's extra kernels shift every later part,
+such a window's parts are all measured again, one window each, so the error lands on the
+candidate that caused it (a part whose call raised fails at once; the others are re-measured).
 
 **Failures.** A request that raises (the run function or the flush: the window goes on with
 the next part; attribution; the collection: the window's parts are retried alone) marks its
@@ -674,36 +675,27 @@ def device_plan(
         group = pending[:1] if alone else pending
         parts = tuple(Part(r.index, warmup + r.reps, flush) for r in group)
         window = yield Collect(parts)
-        if isinstance(window, BaseException):
-            if len(group) == 1:
-                out[group[0].index] = window
-                pending = pending[1:]
-            alone = True  # charge the failure to the candidate that caused it: one window each
-            continue
         cals = [calibration[r.index] for r in group]
-        measured, failed = _split_window(window, parts, cals, warmup, device, types)  # type: ignore[arg-type]
-        for r, samples in zip(group, measured, strict=False):
-            cal = calibration[r.index]
-            assert cal is not None
-            out[r.index] = Measured(samples, cal)
-        done = len(measured)
+        failed: tuple[int, BaseException] | None
+        measured: list[tuple[float, ...]] = []
+        if isinstance(window, BaseException):
+            failed = (0, window)
+        else:
+            measured, failed = _split_window(window, parts, cals, warmup, device, types)  # type: ignore[arg-type]
         if failed is None:
-            pending = pending[done:]
-            continue
-        position, error = failed
-        if window.raised is not None and position == window.raised[0]:
-            out[group[position].index] = error  # the run or flush raised: its own failure
-            pending = pending[position + 1 :]
+            for r, samples, cal in zip(group, measured, cals, strict=True):
+                assert cal is not None
+                out[r.index] = Measured(samples, cal)
+            pending = pending[len(group) :]
         elif len(group) == 1:
-            out[group[0].index] = error
+            out[group[0].index] = failed[1]
             pending = pending[1:]
         else:
-            # A part whose kernels did not match may be the one before it (extra kernels at its
-            # end): re-measure both, and the rest, one window each.
-            keep = max(0, position - 1)
-            for r in group[keep:done]:
-                del out[r.index]
-            pending = pending[keep:]
+            # Kernels are told apart by position only, so one part's trouble can shift the
+            # others': a part that raised fails, every other part is measured again alone.
+            if not isinstance(window, BaseException) and window.raised is not None:
+                out[group[window.raised[0]].index] = window.raised[1]
+            pending = [r for r in pending if r.index not in out]
             alone = True
     return out
 
@@ -740,15 +732,26 @@ def _split_window(
     device: int,
     types: Collection[str],
 ) -> tuple[list[tuple[float, ...]], tuple[int, BaseException] | None]:
-    """Each part's samples, in order, up to the first that fails (its position and error)."""
+    """Each part's samples, or the first failure: (position of the part, its error)."""
+    if window.raised is not None:
+        return [], window.raised
     counted = [t for t in window.tasks if t.type in types]
-    limit = len(parts) if window.raised is None else window.raised[0]
+    sizes = []
+    for part, cal in zip(parts, calibrations, strict=True):
+        flush_sig = cal.flush if part.flush and cal.flush is not None else ()
+        sizes.append(part.calls * (len(flush_sig) + len(cal.call)))
+    if sum(sizes) != len(counted):
+        return [], (
+            0,
+            AttributionError(
+                f"cannot attribute kernels to calls (device {device}, run {window.run_id}): "
+                f"{len(counted)} kernels where the calls launched {sum(sizes)} when each was measured "
+                "alone; some call launched a different number of kernels"
+            ),
+        )
     measured: list[tuple[float, ...]] = []
     at = 0
-    for position in range(limit):
-        part, cal = parts[position], calibrations[position]
-        flush_sig = cal.flush if part.flush and cal.flush is not None else ()
-        size = part.calls * (len(flush_sig) + len(cal.call))
+    for position, (part, cal, size) in enumerate(zip(parts, calibrations, sizes, strict=True)):
         try:
             calls, _ = attribute(
                 counted[at : at + size],
@@ -759,21 +762,12 @@ def _split_window(
                 call=cal.call,
                 kernels=len(cal.call),
                 flush=part.flush,
-                flush_sig=flush_sig if part.flush else None,
+                flush_sig=cal.flush if part.flush else None,
             )
         except AttributionError as exc:
             return measured, (position, exc)
         measured.append(tuple(_call_times(calls[warmup:])))
         at += size
-    if window.raised is not None:
-        return measured, window.raised
-    if at != len(counted):
-        extra = AttributionError(
-            f"cannot attribute kernels to calls (device {device}, run {window.run_id}): "
-            f"{len(counted) - at} kernel(s) after the last repetition; some call launched more "
-            "kernels than when it was measured alone"
-        )
-        return measured[:-1], (len(parts) - 1, extra)
     return measured, None
 
 
