@@ -1,4 +1,4 @@
-"""A sweep over every NPU of a Ray cluster: one actor per node, each running the local sweep.
+"""A sweep or a tune over every NPU of a Ray cluster: one actor per node, each measuring locally.
 
 Install with ``pip install 'asc-aprof[ray]'``. Never imported by ``import asc_aprof``.
 
@@ -27,6 +27,17 @@ Theory of operation
   already written stays on the node's disk).
 * **One report.** :func:`merge_report` writes the items' results as one asc-aprof JSON report
   that ``asc-aprof compare`` and ``asc-aprof summary`` read.
+
+**Tune.** :func:`ray_tune` / :func:`ray_tune_async` drive :func:`asc_aprof._tune.tune_plan` (the
+race and the cache, written once for every driver) with the same actors: the configurations,
+``run`` and ``flush`` are pickled to each actor once (``setup_tune``); each round's requests are
+dealt to the live nodes by NPU count (:func:`deal`) and each actor measures its share with
+:func:`asc_aprof._tune.measure_sync` on its NPUs (one thread and one window per device per
+round), returning each candidate's samples and calibration, which the driver sends back with
+the candidate's next request wherever it runs. A node whose round fails (its actor died) turns
+that round's candidates on it into :class:`NodeLost` failures and gets no more rounds; when no
+node is left, the remaining candidates fail the same way. The platform for the cache key comes
+from one empty window on the first node.
 
 Without Ray: run the same sweep on every host (``asc-aprof`` or a script writing
 ``merge_report``/the pytest plugin's report) and give all the reports to ``asc-aprof compare``
