@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -63,6 +64,12 @@ def _machine() -> tuple[float, float]:
     return sum(values) / _TICK, (sum(values) - values[3] - values[4]) / _TICK
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process and its reaped children (the exports)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _pid(run_id: str) -> int:
     found = re.search(r"_(\d{8})[A-Z]{8}$", run_id)
     return int(found.group(1)) if found else -1
@@ -73,16 +80,20 @@ def _racing(cfg: Config) -> tuple[Table, Target]:
     seeds = 1 if cfg.quick else 5
     rows, totals = [], {True: [0, 0.0], False: [0, 0.0]}
     walls: dict[bool, list[float]] = {True: [], False: []}
+    cpus: dict[bool, list[float]] = {True: [], False: []}
     wins = 0
     for seed in range(seeds):
         for racing in (True, False):
             sim.control().set_jitter(0.03, seed=seed)
             windows: list[ProgressEvent] = []
+            cpu0 = _own_cpu()
             began = time.monotonic()
             result = Profiler(toolkit=toolkit, progress=windows.append).tune(
                 range(len(MEDIANS)), _candidate, seed=seed, racing=racing, cache=False
             )
             wall = time.monotonic() - began
+            cpu = _own_cpu() - cpu0
+            cpus[racing].append(cpu)
             totals[racing][0] += result.reps
             totals[racing][1] += wall
             walls[racing].append(wall)
@@ -95,6 +106,7 @@ def _racing(cfg: Config) -> tuple[Table, Target]:
                     str(result.rounds),
                     str(sum(e.kind == "collection_started" for e in windows)),
                     f"{wall:.2f}",
+                    f"{cpu:.2f}",
                     str(result.best),
                 ]
             )
@@ -103,14 +115,15 @@ def _racing(cfg: Config) -> tuple[Table, Target]:
     wall_ratio = median(walls[True]) / median(walls[False])
     table = Table(
         "tune(): 8 candidates, 3% jitter, 1 device: racing vs measuring all to the same 2% width",
-        ["seed", "mode", "calls measured", "rounds", "windows", "wall s", "best"],
+        ["seed", "mode", "calls measured", "rounds", "windows", "wall s", "CPU s (with exports)", "best"],
         rows,
     )
     target = Target(
         "tune() racing vs equal measuring",
         "under half the repetitions and wall time",
         f"calls {reps_ratio:.2f}x, wall {wall_ratio:.2f}x (median {median(walls[True]):.2f} s vs "
-        f"{median(walls[False]):.2f} s); fastest found {wins}/{seeds}",
+        f"{median(walls[False]):.2f} s), CPU {median(cpus[True]) / median(cpus[False]):.2f}x; "
+        f"fastest found {wins}/{seeds}",
         reps_ratio < 0.5 and wall_ratio < 0.5,
     )
     return table, target
