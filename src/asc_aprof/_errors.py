@@ -83,9 +83,14 @@ class ToolkitNotFoundError(AprofError):
 class ExportError(AprofError):
     """``msprof.py export`` failed, hung, or produced no CSV.
 
+    The message shows msprof.py's last ``[ERROR]`` and ``[WARNING]`` lines first (the real
+    msprof.py prints them to stdout, tracebacks to stderr), then the other last lines of its output.
+
     :ivar returncode: the exit status (negative for a signal; None when it never ran or hung)
     :ivar command: the argv that was run
-    :ivar stderr_tail: the last lines it wrote to stderr
+    :ivar diagnostics: its last ``[ERROR]`` and ``[WARNING]`` lines, however many lines followed
+    :ivar output_tail: the last lines it wrote, to stdout and stderr (one stream, in order)
+    :ivar stderr_tail: the former name of ``output_tail`` (it is no longer stderr only)
     """
 
     def __init__(
@@ -94,29 +99,52 @@ class ExportError(AprofError):
         *,
         command: Sequence[str],
         returncode: int | None = None,
+        output_tail: str = "",
+        diagnostics: str = "",
         stderr_tail: str = "",
     ) -> None:
         self.command = tuple(command)
         self.returncode = returncode
-        self.stderr_tail = stderr_tail
-        text = f"{message}\n  command: {' '.join(self.command)}"
-        if stderr_tail:
-            text += "\n  stderr (last lines):\n    " + stderr_tail.replace("\n", "\n    ")
-        super().__init__(text)
+        self.output_tail = output_tail or stderr_tail
+        self.diagnostics = diagnostics
+        super().__init__(_export_error_text(message, self.command, self.output_tail, diagnostics))
+
+    @property
+    def stderr_tail(self) -> str:
+        """The former name of :attr:`output_tail`, kept for code written against it."""
+        return self.output_tail
 
     def __reduce__(self) -> tuple[object, ...]:
         return (
             _rebuild_export_error,
-            (self.args[0], self.command, self.returncode, self.stderr_tail),
+            (self.args[0], self.command, self.returncode, self.output_tail, self.diagnostics),
         )
 
 
+def _export_error_text(message: str, command: tuple[str, ...], tail: str, diagnostics: str) -> str:
+    """The message, the command, the diagnostics, then the tail less the lines shown above."""
+    text = f"{message}\n  command: {' '.join(command)}"
+    if diagnostics:
+        text += "\n  msprof.py errors and warnings (last):\n    " + diagnostics.replace("\n", "\n    ")
+    shown = set(diagnostics.split("\n")) if diagnostics else set()
+    rest = [line for line in tail.split("\n") if line not in shown] if tail else []
+    if rest:
+        label = "other output" if diagnostics else "output"
+        text += f"\n  {label} (last lines, stdout and stderr):\n    " + "\n    ".join(rest)
+    return text
+
+
 def _rebuild_export_error(
-    text: str, command: tuple[str, ...], returncode: int | None, stderr_tail: str
+    text: str,
+    command: tuple[str, ...],
+    returncode: int | None,
+    output_tail: str,
+    diagnostics: str = "",
 ) -> ExportError:
     err = ExportError.__new__(ExportError)
     Exception.__init__(err, text)
-    err.command, err.returncode, err.stderr_tail = command, returncode, stderr_tail
+    err.command, err.returncode = command, returncode
+    err.output_tail, err.diagnostics = output_tail, diagnostics
     return err
 
 

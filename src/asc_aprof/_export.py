@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Both runners share the command line, the path checks, the process they start, the stderr tail
+Both runners share the command line, the path checks, the process they start, the output tail
 and the check of what was written; they differ only in how they wait. The script always gets one
 ``PROF_*`` directory (never the result path: that re-exports every older run), as an argv list
 (never a shell). A zero exit with no CSV is an error: msprof.py exits 0 when it exported nothing.
@@ -21,15 +21,24 @@ msprof.py and every worker. That needs no signal handler in the host program, an
 thread started the export: trio starts every process from a worker thread, worker threads exit
 when idle, and a program may call ``Profiler.profile()`` from a short-lived thread of its own.
 
-An export ends when the guard (so msprof.py) exits, not when its stderr reaches end-of-file: a
-process that left the group (``setsid``) may hold the pipe open for ever. After the exit, what is
+msprof.py's stdout and stderr are one pipe (the guard's stdout, with its stderr redirected into
+it, both inherited by msprof.py and its workers): the real msprof.py prints its ``[ERROR]``,
+``[WARNING]`` and ``[INFO]`` lines to stdout (``print`` in analysis/common_func/common.py) and only
+Python tracebacks reach stderr, so discarding stdout would hide why an export failed; one pipe
+also keeps the two streams in the order they were written.
+
+An export ends when the guard (so msprof.py) exits, not when its output pipe reaches end-of-file:
+a process that left the group (``setsid``) may hold the pipe open for ever. After the exit, what is
 already in the pipe is read without blocking, and whatever is left in the group is killed. A
 timeout, an interrupt (``KeyboardInterrupt``) or a cancellation kills the group and reaps the
 guard before the exception propagates.
 
-Only a bounded tail of stderr is kept (:class:`StderrTail`, shared by both runners): the last
-lines, each cut to a few KiB, fed in time linear in what was written, so megabytes of ``\r``
-progress output or warnings cost neither memory nor quadratic copies.
+Only a bounded tail of that output is kept (:class:`OutputTail`, shared by both runners): the
+last lines, each cut to a few KiB, and apart from them the last few ``[ERROR]`` and ``[WARNING]``
+lines, however many lines came after them (the reason an export failed is often followed by
+``[INFO]`` lines of other steps, or of other devices). It is fed in time linear in what was
+written, so megabytes of ``\r`` progress output or INFO lines cost neither memory nor quadratic
+copies. An :class:`ExportError` shows those diagnostics first, then the tail.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -55,9 +65,16 @@ from ._toolkit import Toolkit
 #: Characters msprof.py refuses in a path (it exits 1 on them).
 REJECTED_PATH_CHARS: Final = frozenset("\n\f\r\b\t\v\x7f\"'%><|&$;`\\")
 DEFAULT_EXPORT_TIMEOUT: Final = 1800.0
-STDERR_TAIL_LINES: Final = 20
-#: Longest stderr line kept in the tail, in bytes (its start is kept, the rest marked cut).
-STDERR_LINE_BYTES: Final = 4096
+OUTPUT_TAIL_LINES: Final = 20
+#: Longest output line kept, in bytes (its start is kept, the rest marked cut).
+OUTPUT_LINE_BYTES: Final = 4096
+#: ``[ERROR]`` and ``[WARNING]`` lines kept apart from the tail (the newest of each kind).
+ERROR_LINES: Final = 8
+WARNING_LINES: Final = 4
+#: What marks a diagnostic line, as msprof.py's error() and warn() write it ("... [ERROR] [MSVP] ...").
+_DIAGNOSTIC: Final = re.compile(rb"\[(ERROR|WARNING)\]")
+#: The process id after the marker: msprof.py's workers print the same message each.
+_PID: Final = re.compile(rb"^(\[\w+\] \[MSVP\] )\[\d+\] ")
 _CUT_MARK: Final = b" [...]"
 #: Bytes read from the pipe per read, per wake-up of a runner, and after the guard exited.
 _READ_CHUNK: Final = 64 << 10
@@ -130,9 +147,8 @@ try:
     if hasattr(os, "posix_spawnp"):  # Python >= 3.8
         pid = os.posix_spawnp(
             argv[0], argv, os.environ,
-            file_actions=[
+            file_actions=[  # stdout and stderr stay the output pipe
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             ],
             setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
         )
@@ -140,9 +156,8 @@ try:
         pid = os.fork()
         if pid == 0:
             try:
-                null = os.open(os.devnull, os.O_RDWR)
+                null = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(null, 0)
-                os.dup2(null, 1)
                 os.execvp(argv[0], argv)
             finally:
                 os.write(2, b"cannot run the export: exec failed\\n")
@@ -169,13 +184,13 @@ def guard_command(toolkit: Toolkit, command: Sequence[str]) -> list[str]:
 
 
 def spawn_options(toolkit: Toolkit, lifeline: int) -> dict[str, Any]:
-    """How the guard is started: stdin the lifeline, stdout discarded, stderr piped, own session."""
+    """How the guard is started: stdin the lifeline, stdout and stderr one pipe, own session."""
     env = dict(os.environ)
     env.update(toolkit.env)
     return {
         "stdin": lifeline,
-        "stdout": subprocess.DEVNULL,
-        "stderr": subprocess.PIPE,
+        "stdout": subprocess.PIPE,  # msprof.py inherits both: its log lines go to stdout
+        "stderr": subprocess.STDOUT,
         "env": env,
         "start_new_session": True,  # a process group of its own, killed as a whole
     }
@@ -205,21 +220,37 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-class StderrTail:
-    """The last lines of a byte stream, in bounded memory, fed in time linear in its length.
+class OutputTail:
+    """The last lines of a byte stream and its last diagnostics, in bounded memory, in linear time.
 
     ``\n``, ``\r`` and ``\r\n`` end a line (progress bars redraw with ``\r``); blank lines are
-    dropped; a line longer than *line_bytes* keeps its start and ends with ``[...]``. Each
-    :meth:`feed` looks only at the newest lines of its chunk and at most *line_bytes* of the
-    unfinished one, so nothing written earlier is copied or split again.
+    dropped; a line longer than *line_bytes* keeps its start and ends with ``[...]``. A line whose
+    kept start holds ``[ERROR]`` (``[WARNING]``) is a diagnostic: the newest *errors* (*warnings*)
+    of them are kept too, however many lines follow; a message repeated (the line from its marker
+    on, less msprof.py's process id) is kept once, as its newest line.
+    Each :meth:`feed` looks only at the newest lines of its chunk, at most *line_bytes* of the
+    unfinished one, and searches the rest of the chunk once for the markers, so nothing written
+    earlier is copied or split again.
     """
 
-    def __init__(self, lines: int = STDERR_TAIL_LINES, line_bytes: int = STDERR_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        lines: int = OUTPUT_TAIL_LINES,
+        line_bytes: int = OUTPUT_LINE_BYTES,
+        errors: int = ERROR_LINES,
+        warnings: int = WARNING_LINES,
+    ) -> None:
         self._max_lines = lines
         self._lines: collections.deque[bytes] = collections.deque(maxlen=lines)
         self._line_bytes = line_bytes
         self._partial = bytearray()  # the unfinished last line, at most line_bytes
         self._cut = False  # the unfinished line was longer than that
+        # Diagnostics as (order of appearance, message, line), the newest of each kind.
+        self._kept: dict[bytes, collections.deque[tuple[int, bytes, bytes]]] = {
+            b"ERROR": collections.deque(maxlen=errors),
+            b"WARNING": collections.deque(maxlen=warnings),
+        }
+        self._seen = 0  # diagnostics seen so far
 
     def feed(self, data: bytes) -> None:
         data = data.replace(b"\r", b"\n")
@@ -227,6 +258,7 @@ class StderrTail:
         if end < 0:
             self._grow(data)
             return
+        self._scan(data, end)
         newest: list[bytes] = []  # complete lines of data, newest first
         stop = end
         while len(newest) < self._max_lines:
@@ -247,8 +279,52 @@ class StderrTail:
         """The tail as text, one line per line (undecodable bytes replaced)."""
         lines = list(self._lines)
         if self._partial.strip():
-            lines.append(bytes(self._partial) + (_CUT_MARK if self._cut else b""))
-        return "\n".join(line.decode("utf-8", "replace") for line in lines[-self._max_lines :])
+            lines.append(self._partial_line())
+        return _decode(lines[-self._max_lines :])
+
+    def diagnostics(self) -> str:
+        """The kept ``[ERROR]`` and ``[WARNING]`` lines, oldest first (the unfinished line too)."""
+        kept = sorted(item for kind in self._kept.values() for item in kind)
+        lines = [line for _, _, line in kept]
+        if self._partial.strip() and _DIAGNOSTIC.search(self._partial) is not None:
+            lines.append(self._partial_line())
+        return _decode(lines)
+
+    def _scan(self, data: bytes, end: int) -> None:
+        """Note the diagnostics among the lines *data* finishes (its last newline at *end*)."""
+        first = data.find(b"\n")
+        room = max(self._line_bytes - len(self._partial), 0)
+        head = bytes(self._partial) + data[: min(first, room)]
+        self._note(head, self._cut or first > room)
+        pos = first + 1
+        while pos < end:
+            match = _DIAGNOSTIC.search(data, pos, end)
+            if match is None:
+                return
+            begin = data.rfind(b"\n", 0, match.start()) + 1
+            stop = data.find(b"\n", match.end())
+            line = data[begin : min(stop, begin + self._line_bytes)]
+            self._note(line, stop - begin > self._line_bytes)
+            pos = stop + 1
+
+    def _note(self, line: bytes, cut: bool) -> None:
+        """Keep *line* (the kept start of a finished line) if it is a diagnostic."""
+        match = _DIAGNOSTIC.search(line)
+        if match is None:
+            return
+        message = _PID.sub(rb"\1", line[match.start() :])
+        if cut:
+            line += _CUT_MARK
+        kept = self._kept[match.group(1)]
+        for item in kept:
+            if item[1] == message:
+                kept.remove(item)
+                break
+        kept.append((self._seen, message, line))
+        self._seen += 1
+
+    def _partial_line(self) -> bytes:
+        return bytes(self._partial) + (_CUT_MARK if self._cut else b"")
 
     def _keep(self, out: list[bytes], line: bytes) -> None:
         if line.strip():
@@ -263,16 +339,20 @@ class StderrTail:
 
     def _finish_partial(self) -> None:
         if self._partial.strip():
-            self._lines.append(bytes(self._partial) + (_CUT_MARK if self._cut else b""))
+            self._lines.append(self._partial_line())
         self._partial.clear()
         self._cut = False
 
 
+def _decode(lines: list[bytes]) -> str:
+    return "\n".join(line.decode("utf-8", "replace") for line in lines)
+
+
 class _Export:
-    """One started export: the guard's process, its lifeline, its stderr pipe and tail."""
+    """One started export: the guard's process, its lifeline, its output pipe and tail."""
 
     def __init__(self, toolkit: Toolkit, command: Sequence[str]) -> None:
-        self.tail = StderrTail()
+        self.tail = OutputTail()
         self.eof = False
         read_end, self._lifeline = os.pipe()  # both ends non-inheritable
         _lifelines.add(self._lifeline)
@@ -283,10 +363,10 @@ class _Export:
             raise ExportError(f"cannot run the export: {exc}", command=command) from exc
         finally:
             os.close(read_end)
-        assert self.proc.stderr is not None
-        self._stderr = self.proc.stderr
-        self.stderr_fd = self._stderr.fileno()
-        os.set_blocking(self.stderr_fd, False)
+        assert self.proc.stdout is not None
+        self._output = self.proc.stdout
+        self.output_fd = self._output.fileno()
+        os.set_blocking(self.output_fd, False)
         self.pidfd = _open_pidfd(self.proc.pid)
 
     def exited(self) -> bool:
@@ -297,7 +377,7 @@ class _Export:
         """Feed the tail what the pipe holds now, up to *budget* bytes, without blocking."""
         while not self.eof and budget > 0:
             try:
-                chunk = os.read(self.stderr_fd, _READ_CHUNK)
+                chunk = os.read(self.output_fd, _READ_CHUNK)
             except BlockingIOError:
                 return
             if not chunk:
@@ -311,16 +391,16 @@ class _Export:
         kill_group(self.proc.pid)
 
     def close(self) -> None:
-        """Kill the group, reap the guard, take the last of stderr, close every descriptor.
+        """Kill the group, reap the guard, take the last of its output, close every descriptor.
 
         Blocking, but only for the reap of a SIGKILLed process (the async runner waits for the
         exit first).
         """
         self.kill()
         self.proc.wait()
-        if not self._stderr.closed:
+        if not self._output.closed:
             self.read_available(_FINAL_READ)
-            self._stderr.close()
+            self._output.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
             self.pidfd = None
@@ -339,13 +419,26 @@ def _raw_data(run_dir: Path) -> str:
     return f"{run_dir} no longer exists (deleted during the export), so its raw data is lost"
 
 
-def _timeout_error(
-    what: str, timeout: float | None, run_dir: Path, command: Sequence[str], tail: str
+def _error(
+    message: str, command: Sequence[str], tail: OutputTail, returncode: int | None = None
 ) -> ExportError:
+    """An ExportError carrying what msprof.py said: its diagnostics and the tail."""
     return ExportError(
-        f"msprof.py export {what} did not finish within {timeout:g} s and was killed; {_raw_data(run_dir)}",
+        message,
         command=command,
-        stderr_tail=tail,
+        returncode=returncode,
+        output_tail=tail.text(),
+        diagnostics=tail.diagnostics(),
+    )
+
+
+def _timeout_error(
+    what: str, timeout: float | None, run_dir: Path, command: Sequence[str], tail: OutputTail
+) -> ExportError:
+    return _error(
+        f"msprof.py export {what} did not finish within {timeout:g} s and was killed; {_raw_data(run_dir)}",
+        command,
+        tail,
     )
 
 
@@ -358,35 +451,35 @@ def _preflight(toolkit: Toolkit, run_dir: Path, command: Sequence[str]) -> None:
 
 
 def _outcome(
-    run_dir: Path, command: Sequence[str], returncode: int, stderr_tail: str, what: str
+    run_dir: Path, command: Sequence[str], returncode: int, tail: OutputTail, what: str
 ) -> list[CsvFile]:
     if returncode != 0:
         how = f"killed by signal {-returncode}" if returncode < 0 else f"exited with {returncode}"
         kept = _raw_data(run_dir)
-        raise ExportError(
+        raise _error(
             f"msprof.py export {what} {how}; {kept}{' for a retry' if run_dir.is_dir() else ''}",
-            command=command,
-            returncode=returncode,
-            stderr_tail=stderr_tail,
+            command,
+            tail,
+            returncode,
         )
     if what != "summary":
         return []
     files = find_summary_csvs(run_dir)
     if not files and not run_dir.is_dir():
-        raise ExportError(
+        raise _error(
             f"msprof.py exited 0 but wrote no op_summary/task_time CSV: {_raw_data(run_dir)}",
-            command=command,
-            returncode=0,
-            stderr_tail=stderr_tail,
+            command,
+            tail,
+            0,
         )
     if not files:
-        raise ExportError(
+        raise _error(
             f"msprof.py exited 0 but wrote no op_summary/task_time CSV under {run_dir}. It exits 0 "
             "when it exported nothing: the collection had no TASK_TIME data, no kernel ran on a "
             "profiled device, or the run holds no device data",
-            command=command,
-            returncode=0,
-            stderr_tail=stderr_tail,
+            command,
+            tail,
+            0,
         )
     return files
 
@@ -419,14 +512,14 @@ def run_export(
     finally:
         export.close()
     if not finished:
-        raise _timeout_error(what, timeout, run_dir, command, export.tail.text())
-    return _outcome(run_dir, command, export.proc.returncode, export.tail.text(), what)
+        raise _timeout_error(what, timeout, run_dir, command, export.tail)
+    return _outcome(run_dir, command, export.proc.returncode, export.tail, what)
 
 
 def _wait(export: _Export, deadline: float | None) -> bool:
-    """Drain stderr until the guard exits (True) or *deadline* passes (False)."""
+    """Drain the output until the guard exits (True) or *deadline* passes (False)."""
     with selectors.DefaultSelector() as selector:
-        selector.register(export.stderr_fd, selectors.EVENT_READ)
+        selector.register(export.output_fd, selectors.EVENT_READ)
         if export.pidfd is not None:
             selector.register(export.pidfd, selectors.EVENT_READ)
         while not export.exited():
@@ -437,10 +530,10 @@ def _wait(export: _Export, deadline: float | None) -> bool:
                     return False
                 timeout = remaining if timeout is None else min(timeout, remaining)
             for key, _ in selector.select(timeout):
-                if key.fd == export.stderr_fd:
+                if key.fd == export.output_fd:
                     export.read_available()
                     if export.eof:
-                        selector.unregister(export.stderr_fd)
+                        selector.unregister(export.output_fd)
     return True
 
 
@@ -453,7 +546,7 @@ async def run_export_async(
 ) -> list[CsvFile]:
     """Export one run without blocking the event loop.
 
-    stderr is drained continuously (only a bounded tail is kept); the export ends when msprof.py
+    Its output is drained continuously (only a bounded tail is kept); the export ends when msprof.py
     exits. When cancelled or timed out, the whole process group is killed and reaped (shielded)
     before the cancellation or :class:`ExportError` propagates; the raw data stays for a retry.
     """
@@ -474,14 +567,14 @@ async def run_export_async(
             await _exit_async(export)
         export.close()
     if timed_out:
-        raise _timeout_error(what, timeout, run_dir, command, export.tail.text())
+        raise _timeout_error(what, timeout, run_dir, command, export.tail)
     assert export.proc.returncode is not None
-    return _outcome(run_dir, command, export.proc.returncode, export.tail.text(), what)
+    return _outcome(run_dir, command, export.proc.returncode, export.tail, what)
 
 
 async def _drain_async(export: _Export) -> None:
     while not export.eof:
-        await anyio.wait_readable(export.stderr_fd)
+        await anyio.wait_readable(export.output_fd)
         export.read_available()  # a bounded amount per wake-up: the loop is never held long
 
 

@@ -71,7 +71,9 @@ def check_error(error: BaseException, fault: str, toolkit: Toolkit, run_dir: Pat
     if fault.startswith("exit:"):
         code = int(fault.partition(":")[2])
         assert error.returncode == code and f"exited with {code}" in str(error)
-        assert "simulated export failure" in error.stderr_tail
+        # On stdout, as real msprof.py's [ERROR] lines: shown first, as the reason.
+        assert "[ERROR] [MSVP]" in error.diagnostics and "simulated export failure" in error.diagnostics
+        assert f"msprof.py errors and warnings (last):\n    {error.diagnostics}" in str(error)
     elif fault == "hang":
         assert error.returncode is None
         assert f"did not finish within {HANG_TIMEOUT:g} s" in str(error)

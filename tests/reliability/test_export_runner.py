@@ -2,8 +2,9 @@
 
 Each fake is a few lines written to a temporary directory and run the way the real script is
 (``export summary -dir <run>``). It writes a valid op_summary into the run, or fails, after doing
-one hostile thing the simulator does not: leave a process that called ``setsid`` holding stderr
-open, flood stderr (``\\r`` progress output, or warnings), or delete the run directory.
+one hostile thing the simulator does not: leave a process that called ``setsid`` holding its
+output open, flood stdout or stderr (``\\r`` progress output, or warnings), bury its error under
+INFO lines (the real msprof.py prints its log lines to stdout), or delete the run directory.
 
 After every case: the error (or the CSVs) is what the user must see, and no child of this
 process is left, running or unreaped.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -32,7 +34,9 @@ from hypothesis import strategies as st
 from asc_aprof import ExportError, Toolkit
 from asc_aprof._export import (
     _GUARD,
-    StderrTail,
+    ERROR_LINES,
+    WARNING_LINES,
+    OutputTail,
     _Export,
     _wait,
     export_command,
@@ -72,16 +76,34 @@ print("[INFO] a helper outside the process group keeps stderr open", file=sys.st
 write_csv()
 """
 
-#: MB of output, then the real error line, then exit 1.
+#: MB of output on stdout or stderr, then the real error line, then exit 1.
 FLOOD = """\
 mb = int(os.environ["FAKE_MB"])
 sep = os.environ["FAKE_SEP"].encode()
+out = getattr(sys, os.environ["FAKE_STREAM"])
 piece = b"".join(b"%s progress %7d/%d" % (sep, i, 1 << 16) for i in range(1 << 16))
 for _ in range(max(1, (mb << 20) // len(piece))):
-    sys.stderr.buffer.write(piece)
-sys.stderr.buffer.write(b"\\n[ERROR] the real failure\\n")
-sys.stderr.flush()
+    out.buffer.write(piece)
+out.buffer.write(b"\\n[ERROR] the real failure\\n")
+out.flush()
 sys.exit(1)
+"""
+
+#: As the real msprof.py fails: its [WARNING] and [ERROR] lines on stdout, a traceback on
+#: stderr, then MB of [INFO] lines of the steps that went on (each line flushed, as it does).
+ERROR_THEN_INFO = """\
+def log(level, text):
+    print("Mon 01 Jan 2026 00:00:00 [%s] [MSVP] [%d] msprof_export.py: %s" % (level, os.getpid(), text),
+          flush=True)
+
+
+log("WARNING", "Can not find any host or device path")
+log("ERROR", "the real failure")
+sys.stderr.write("Traceback (most recent call last):\\nValueError: in a worker\\n")
+sys.stderr.flush()
+for i in range((int(os.environ["FAKE_MB"]) << 20) // 100):
+    log("INFO", "Start analyzing data %08d ..." % i)
+sys.exit(3)
 """
 
 #: Deletes the run directory, then fails, succeeds without CSV, or hangs.
@@ -161,9 +183,15 @@ PEAK_LIMIT = 4 << 20
 TAIL_LIMIT = 20 * 4200
 
 
+STREAMS = pytest.mark.parametrize("stream", ["stderr", "stdout"])
+
+
+@STREAMS
 @pytest.mark.parametrize("separator", ["\r", "\n"], ids=["cr-progress", "lf-warnings"])
-def test_sync_export_keeps_a_bounded_stderr_tail(tmp_path: Path, run_dir: Path, separator: str) -> None:
-    toolkit = fake_toolkit(tmp_path, FLOOD, FAKE_MB=str(FLOOD_MB), FAKE_SEP=separator)
+def test_sync_export_keeps_a_bounded_output_tail(
+    tmp_path: Path, run_dir: Path, separator: str, stream: str
+) -> None:
+    toolkit = fake_toolkit(tmp_path, FLOOD, FAKE_MB=str(FLOOD_MB), FAKE_SEP=separator, FAKE_STREAM=stream)
     tracemalloc.start()
     try:
         with pytest.raises(ExportError) as info:
@@ -175,11 +203,12 @@ def test_sync_export_keeps_a_bounded_stderr_tail(tmp_path: Path, run_dir: Path, 
 
 
 @pytest.mark.anyio
+@STREAMS
 @pytest.mark.parametrize("separator", ["\r", "\n"], ids=["cr-progress", "lf-warnings"])
-async def test_async_export_keeps_a_bounded_stderr_tail(
-    tmp_path: Path, run_dir: Path, separator: str
+async def test_async_export_keeps_a_bounded_output_tail(
+    tmp_path: Path, run_dir: Path, separator: str, stream: str
 ) -> None:
-    toolkit = fake_toolkit(tmp_path, FLOOD, FAKE_MB=str(FLOOD_MB), FAKE_SEP=separator)
+    toolkit = fake_toolkit(tmp_path, FLOOD, FAKE_MB=str(FLOOD_MB), FAKE_SEP=separator, FAKE_STREAM=stream)
     tracemalloc.start()
     try:
         with pytest.raises(ExportError) as info:
@@ -192,11 +221,61 @@ async def test_async_export_keeps_a_bounded_stderr_tail(
 
 def check_flood_error(error: ExportError, peak: int) -> None:
     assert error.returncode == 1 and "exited with 1" in str(error)
-    lines = error.stderr_tail.split("\n")
+    lines = error.output_tail.split("\n")
+    assert error.stderr_tail == error.output_tail  # the former name
     assert lines[-1] == "[ERROR] the real failure"
     assert "65535/65536" in lines[-2]
-    assert len(lines) <= 20 and len(error.stderr_tail) <= TAIL_LIMIT
-    assert peak < PEAK_LIMIT, f"{peak / 2**20:.1f} MiB allocated at the peak for {FLOOD_MB} MiB of stderr"
+    assert len(lines) <= 20 and len(error.output_tail) <= TAIL_LIMIT
+    assert error.diagnostics == "[ERROR] the real failure"
+    assert peak < PEAK_LIMIT, f"{peak / 2**20:.1f} MiB allocated at the peak for {FLOOD_MB} MiB of output"
+
+
+# -- the error line comes first, however many INFO lines follow it -----------------------------
+
+INFO_MB = 8
+
+
+def test_sync_export_error_shows_the_error_buried_under_info_lines(tmp_path: Path, run_dir: Path) -> None:
+    toolkit = fake_toolkit(tmp_path, ERROR_THEN_INFO, FAKE_MB=str(INFO_MB))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ExportError) as info:
+            run_export(toolkit, run_dir, timeout=120)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    check_buried_error(info.value, peak)
+
+
+@pytest.mark.anyio
+async def test_async_export_error_shows_the_error_buried_under_info_lines(
+    tmp_path: Path, run_dir: Path
+) -> None:
+    toolkit = fake_toolkit(tmp_path, ERROR_THEN_INFO, FAKE_MB=str(INFO_MB))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ExportError) as info:
+            await run_export_async(toolkit, run_dir, timeout=120)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    check_buried_error(info.value, peak)
+
+
+def check_buried_error(error: ExportError, peak: int) -> None:
+    assert error.returncode == 3
+    warning, failure = error.diagnostics.split("\n")
+    stamp = r"Mon 01 Jan 2026 00:00:00 \[{}\] \[MSVP\] \[\d+\] msprof_export.py: "
+    assert re.fullmatch(stamp.format("WARNING") + "Can not find any host or device path", warning)
+    assert re.fullmatch(stamp.format("ERROR") + "the real failure", failure)
+    tail = error.output_tail.split("\n")
+    assert len(tail) == 20 and all("[INFO]" in line for line in tail)
+    assert tail[-1].endswith(f"Start analyzing data {(INFO_MB << 20) // 100 - 1:08d} ...")
+    assert "ValueError" not in error.output_tail  # long scrolled out of the tail
+    text = str(error)
+    # The reason first, then the tail.
+    assert text.index(failure) < text.index("other output (last lines") < text.index(tail[-1])
+    assert peak < PEAK_LIMIT, f"{peak / 2**20:.1f} MiB allocated at the peak for {INFO_MB} MiB of output"
 
 
 # -- what the error says when msprof.py deleted the run ---------------------------------------
@@ -273,6 +352,13 @@ def test_an_export_started_by_a_thread_that_exits_runs_to_its_end(tmp_path: Path
 # -- the tail itself ----------------------------------------------------------------------------
 
 TAIL_PIECES = [b"a", b"warning: x", b"\r", b"\n", b"\r\n", b" ", b"\t", b"\xe6\xa0\xb8", b"\xff", b"y" * 3000]
+#: With msprof.py's markers: a line may hold several, or one beyond the kept start of a long line;
+#: the same message from two of its processes is one diagnostic.
+LOG_PIECES = [
+    *TAIL_PIECES,
+    *(b"[ERROR] e", b"[ERROR] f", b"[WARNING] w", b"[INFO] i", b"[ERR", b"OR]"),
+    *(b"t1 [ERROR] [MSVP] [12] m", b"t2 [ERROR] [MSVP] [345] m", b"[WARNING] [MSVP] [12] m"),
+]
 
 
 def reference_tail(data: bytes, lines: int = 20, line_bytes: int = 4096) -> str:
@@ -291,11 +377,11 @@ def reference_tail(data: bytes, lines: int = 20, line_bytes: int = 4096) -> str:
     cuts=st.lists(st.integers(0, 250_000), max_size=12),
     lines=st.sampled_from([1, 3, 20]),
 )
-def test_stderr_tail_is_the_last_lines_however_the_bytes_arrive(
+def test_output_tail_is_the_last_lines_however_the_bytes_arrive(
     pieces: list[bytes], cuts: list[int], lines: int
 ) -> None:
     data = b"".join(pieces)
-    tail = StderrTail(lines=lines)
+    tail = OutputTail(lines=lines)
     previous = 0
     for cut in [*sorted(c for c in cuts if c <= len(data)), len(data)]:
         tail.feed(data[previous:cut])
@@ -303,20 +389,136 @@ def test_stderr_tail_is_the_last_lines_however_the_bytes_arrive(
     assert tail.text() == reference_tail(data, lines)
 
 
+def reference_diagnostics(data: bytes, errors: int, warnings: int, line_bytes: int = 4096) -> str:
+    """The newest [ERROR] and [WARNING] lines (the marker in the kept start) of distinct messages
+    (from the marker on, less the process id), in order."""
+    *finished, unfinished = re.split(rb"\r\n|\r|\n", data)
+    newest: dict[bytes, tuple[int, bytes, bytes]] = {}  # message -> (position, kind, line)
+    for index, line in enumerate(finished):
+        marker = re.search(rb"\[(ERROR|WARNING)\]", line[:line_bytes])
+        if marker is not None:
+            message = re.sub(rb"^(\[\w+\] \[MSVP\] )\[\d+\] ", rb"\1", line[marker.start() : line_bytes])
+            kept = line if len(line) <= line_bytes else line[:line_bytes] + b" [...]"
+            newest.pop(message, None)
+            newest[message] = (index, marker.group(1), kept)
+    by_age = sorted(newest.values())
+    out: list[bytes] = []
+    for index, kind, line in by_age:
+        later = sum(1 for other in by_age if other[1] == kind and other[0] > index)
+        if later < (errors if kind == b"ERROR" else warnings):
+            out.append(line)
+    if re.search(rb"\[(ERROR|WARNING)\]", unfinished[:line_bytes]) and unfinished.strip():
+        out.append(unfinished if len(unfinished) <= line_bytes else unfinished[:line_bytes] + b" [...]")
+    return "\n".join(line.decode("utf-8", "replace") for line in out)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(
+    pieces=st.lists(st.sampled_from(LOG_PIECES), max_size=80),
+    cuts=st.lists(st.integers(0, 250_000), max_size=12),
+    lines=st.sampled_from([1, 3, 20]),
+    errors=st.sampled_from([1, 2, ERROR_LINES]),
+    warnings=st.sampled_from([0, 1, WARNING_LINES]),
+)
+def test_output_tail_keeps_the_last_diagnostics_however_the_bytes_arrive(
+    pieces: list[bytes], cuts: list[int], lines: int, errors: int, warnings: int
+) -> None:
+    data = b"".join(pieces)
+    tail = OutputTail(lines=lines, errors=errors, warnings=warnings)
+    previous = 0
+    for cut in [*sorted(c for c in cuts if c <= len(data)), len(data)]:
+        tail.feed(data[previous:cut])
+        previous = cut
+    assert tail.diagnostics() == reference_diagnostics(data, errors, warnings)
+    assert tail.text() == reference_tail(data, lines)
+
+
+def test_errors_outlast_the_info_and_warning_lines_after_them() -> None:
+    tail = OutputTail(lines=5)
+    tail.feed(b"[INFO] start\n[ERROR] first\n[ERROR] the reason\n")
+    for i in range(1000):  # one chunk, or line by line: the same
+        tail.feed(b"[WARNING] device %d has no data\n[INFO] step %d\n" % (i, i) if i % 2 else b"[INFO] x\n")
+    tail.feed(b"[INFO] step 999\n" * 3000)
+    lines = tail.diagnostics().split("\n")
+    assert lines[:2] == ["[ERROR] first", "[ERROR] the reason"]
+    assert lines[2:] == [f"[WARNING] device {i} has no data" for i in (993, 995, 997, 999)]
+    assert tail.text() == "\n".join(["[INFO] step 999"] * 5)
+
+
+def test_diagnostics_are_bounded_and_repeats_kept_once() -> None:
+    tail = OutputTail()
+    tail.feed(b"".join(b"[ERROR] e%d\n" % i for i in range(50)) + b"[ERROR] e3\n" * 100)
+    assert tail.diagnostics().split("\n") == [f"[ERROR] e{i}" for i in (43, 44, 45, 46, 47, 48, 49, 3)]
+    workers = OutputTail()  # each of msprof.py's processes prints the same warning
+    workers.feed(b"".join(b"10:00 [WARNING] [MSVP] [%d] x.py: no data\n" % pid for pid in range(100, 110)))
+    workers.feed(b"10:01 [WARNING] [MSVP] [7] y.py: other\n10:02 [WARNING] [MSVP] [100] x.py: no data\n")
+    assert workers.diagnostics().split("\n") == [
+        "10:01 [WARNING] [MSVP] [7] y.py: other",
+        "10:02 [WARNING] [MSVP] [100] x.py: no data",
+    ]
+    long = OutputTail(line_bytes=16)  # markers split across chunks, lines cut
+    long.feed(b"[WARN")
+    long.feed(b"ING] split, and longer\n0123456789 [ERROR] too far\nab [WARNING] near the start\n[ERR")
+    long.feed(b"OR] unfinished")
+    assert long.diagnostics().split("\n") == [
+        "[WARNING] split, [...]",
+        "ab [WARNING] nea [...]",
+        "[ERROR] unfinish [...]",
+    ]
+
+
+def test_export_error_shows_diagnostics_first_and_pickles() -> None:
+    error = ExportError(
+        "msprof.py export summary exited with 2",
+        command=["python3", "msprof.py"],
+        returncode=2,
+        output_tail="[INFO] a\n[ERROR] why\n[INFO] b",
+        diagnostics="[ERROR] why",
+    )
+    assert str(error).split("\n") == [
+        "msprof.py export summary exited with 2",
+        "  command: python3 msprof.py",
+        "  msprof.py errors and warnings (last):",
+        "    [ERROR] why",
+        "  other output (last lines, stdout and stderr):",
+        "    [INFO] a",
+        "    [INFO] b",
+    ]
+    copy = pickle.loads(pickle.dumps(error))
+    assert (str(copy), copy.returncode, copy.command) == (str(error), 2, ("python3", "msprof.py"))
+    assert (copy.output_tail, copy.stderr_tail, copy.diagnostics) == (
+        error.output_tail,
+        error.output_tail,
+        "[ERROR] why",
+    )
+    old = ExportError("failed", command=["x"], stderr_tail="only\nstderr")  # the former keyword
+    assert old.output_tail == old.stderr_tail == "only\nstderr" and old.diagnostics == ""
+    assert str(old).endswith("  output (last lines, stdout and stderr):\n    only\n    stderr")
+
+
 # -- the guard on its own ------------------------------------------------------------------------
+
+
+#: Writes to both streams, and exits 3 only if its stdin is /dev/null (not the lifeline).
+CHILD_SAYS = (
+    "import os, sys\n"
+    "print('on stdout', flush=True)\n"
+    "sys.stderr.write('on stderr')\n"
+    "sys.exit(3 if os.path.samestat(os.fstat(0), os.stat(os.devnull)) else 4)\n"
+)
 
 
 @pytest.mark.parametrize("spawn", ["posix_spawnp", "fork"], ids=["posix_spawn", "fork-before-3.8"])
 @pytest.mark.parametrize(
     ("child", "status", "said"),
     [
-        ("import sys; sys.stderr.write('seen'); sys.exit(3)", 3, "seen"),
+        (CHILD_SAYS, 3, "on stdout\non stderr"),
         ("import os; os.kill(os.getpid(), 9)", -9, ""),
         (None, 127, "cannot run the export"),
     ],
     ids=["exit-3", "signal-9", "no-such-program"],
 )
-def test_the_guard_relays_exit_status_and_stderr(
+def test_the_guard_relays_exit_status_and_output(
     spawn: str, child: str | None, status: int, said: str
 ) -> None:
     prefix = "import os\ndel os.posix_spawnp\n" if spawn == "fork" else ""
@@ -324,20 +526,21 @@ def test_the_guard_relays_exit_status_and_stderr(
     guard = subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", prefix + _GUARD, *argv],
         stdin=subprocess.PIPE,  # the lifeline: kept open while the guard runs
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # one pipe for both, as the runners start it
+        stderr=subprocess.STDOUT,
         start_new_session=True,  # it SIGKILLs the group it leads when the lifeline closes
     )
-    assert guard.stdin is not None and guard.stderr is not None
+    assert guard.stdin is not None and guard.stdout is not None
     try:
-        said_on_stderr = guard.stderr.read().decode()
+        output = guard.stdout.read().decode()
         assert guard.wait(60) == status
     finally:
         guard.stdin.close()
-        guard.stderr.close()
+        guard.stdout.close()
         if guard.poll() is None:
             guard.kill()
         guard.wait()
-    assert said in said_on_stderr
+    assert said in output
 
 
 def test_the_guard_refuses_to_run_in_a_group_it_does_not_lead() -> None:

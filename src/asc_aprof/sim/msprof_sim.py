@@ -25,8 +25,9 @@ subdirectory is walked once more the same way, where subdirectories without ``in
 only warned about. So ``-dir`` may be a ``PROF_*`` or its parent, not a grandparent. A directory
 met on the way with no subdirectory at all ends the run with exit 2.
 
-Log lines (``[INFO]``, ``[WARNING]``, ``[ERROR]``) go to stdout, as the real ones do; only
-argparse errors and the simulator's own fault messages go to stderr.
+Log lines (``[INFO]``, ``[WARNING]``, ``[ERROR]``) go to stdout, as the real ones do (``print``
+in the real analysis/common_func/common.py), the simulated faults' too; only argparse errors go
+to stderr (the real tool's Python tracebacks do).
 
 Each run is exported the way the CANN version and chip recorded in its ``device_N/info.json.N``
 (``aprofsim_cann_version``, ``platform_version``) would: ``Block Dim`` / ``Mix Block Dim`` before
@@ -1245,21 +1246,16 @@ def _export_timeline(profile: Profile, devices: list[DeviceData], stamp: str) ->
 # Faults
 
 
-def _fault_message(message: str) -> None:
-    """The simulator's own fault messages go to stderr (real msprof never prints these)."""
-    print(message, file=sys.stderr, flush=True)
-
-
 def _apply_early_fault(fault: str) -> None:
     """Faults that replace the export entirely."""
     if fault.startswith("exit:"):
         code = _int_arg(fault)
-        _fault_message(f"[ERROR] simulated export failure (ASC_APROF_SIM_EXPORT_FAULT={fault})")
+        _log("ERROR", f"simulated export failure (ASC_APROF_SIM_EXPORT_FAULT={fault})")
         raise SystemExit(code)
     if fault == "hang":
         # A helper in our process group, so callers can prove they kill the whole group.
         helper = subprocess.Popen([sys.executable, "-c", "import time\nwhile True: time.sleep(3600)"])
-        _fault_message(f"[INFO] simulated hang; helper pid {helper.pid}")
+        _log("INFO", f"simulated hang; helper pid {helper.pid}")
         while True:
             time.sleep(3600)
     if fault.startswith("signal:"):
@@ -1269,7 +1265,7 @@ def _apply_early_fault(fault: str) -> None:
         time.sleep(1)  # a handled or ignored signal falls through to a plain failure
         raise SystemExit(EXIT_INVALID_PARAM)
     if fault == "nocsv":
-        _fault_message("[WARNING] simulated: no data exported (ASC_APROF_SIM_EXPORT_FAULT=nocsv)")
+        _warn("simulated: no data exported (ASC_APROF_SIM_EXPORT_FAULT=nocsv)")
         raise SystemExit(EXIT_OK)
 
 
