@@ -32,8 +32,9 @@ import os
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ._counters import counter_indexes
 from ._errors import UsageError
 from ._layout import RUN_PATTERN
 from ._reader import cell_ns, iter_timed_file_tasks, start_unit_ns, summary_csvs_or_error
@@ -44,62 +45,10 @@ if TYPE_CHECKING:
 
 _new_tuple = tuple.__new__
 
-#: Columns that describe a task rather than count something (op_summary, task_time, kernel_details).
-DESCRIPTIVE_COLUMNS: Final = frozenset(
-    {
-        "Device_id",
-        "Model ID",
-        "Task ID",
-        "Stream ID",
-        "Op Name",
-        "OP Type",
-        "OP State",
-        "Task Type",
-        "Task Start Time(us)",
-        "Task Start Time",
-        "Task Duration(us)",
-        "Task Wait Time(us)",
-        "Block Dim",
-        "Block Num",
-        "Mix Block Dim",
-        "Mix Block Num",
-        "HF32 Eligible",
-        "Input Shapes",
-        "Input Data Types",
-        "Input Formats",
-        "Output Shapes",
-        "Output Data Types",
-        "Output Formats",
-        "Context ID",
-        # task_time
-        "kernel_name",
-        "kernel_type",
-        "stream_id",
-        "task_id",
-        "task_time(us)",
-        "task_start(us)",
-        "task_stop(us)",
-        "task_start(ns)",
-        "task_stop(ns)",
-        # torch_npu kernel_details
-        "Model Name",
-        "Infer ID",
-        "Step Id",
-        "Name",
-        "Type",
-        "Accelerator Core",
-        "Start Time(us)",
-        "Duration(us)",
-        "Wait Time(us)",
-    }
-)
-
-
 def counter_columns(header: Sequence[str]) -> tuple[str, ...]:
-    """The counter columns of a CSV header (see the module doc), in header order."""
-    if "kernel_name" in header:  # task_time: no counters
-        return ()
-    return tuple(c for c in header if c and c not in DESCRIPTIVE_COLUMNS)
+    """The counter columns of a CSV header (the parser's rule: every column not describing the
+    task, :data:`asc_aprof._counters.TASK_COLUMNS`), in header order."""
+    return tuple(header[i] for i in counter_indexes(header))
 
 
 class TimedTask(NamedTuple):
