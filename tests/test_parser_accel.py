@@ -110,9 +110,7 @@ def run(
         if counters:
             joined = TaskCounters.concat(taken)
             assert len(joined) == len(tasks) and joined.columns == parser.counter_columns
-            exact_counters = tuple(
-                (name, tuple(map(repr, joined.column(name)))) for name in joined.columns
-            )
+            exact_counters = tuple((name, tuple(map(repr, joined.column(name)))) for name in joined.columns)
     return Outcome(
         tuple(map(_exact, tasks)) if error is None else (),
         parser.data_rows,
@@ -550,7 +548,26 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
         pass
 
     assert _parser._parse_rows is not None
-    args: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, WithDict, 100, (), [], None)
+    args: tuple[object, ...] = (
+        b"a,b,c",
+        0,
+        5,
+        3,
+        3,
+        -1,
+        -1,
+        0,
+        1,
+        2,
+        None,
+        False,
+        {},
+        WithDict,
+        100,
+        (),
+        [],
+        None,
+    )
     with pytest.raises(TypeError, match="__dict__"):
         _parser._parse_rows([], *args)
     with pytest.raises(TypeError, match="tuple subclass"):

@@ -94,6 +94,27 @@ class KernelStats:
     counters: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     verdict: Verdict | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelStats:
+        """Rebuild what :meth:`to_dict` wrote (a report's ``kernels`` entry, any version)."""
+        counters = data.get("counters")
+        verdict = data.get("verdict")
+        return cls(
+            device=None if data.get("device") is None else int(data["device"]),
+            name=str(data["name"]),
+            type=str(data["type"]),
+            count=int(data["count"]),
+            median_us=float(data["median_us"]),
+            p10_us=float(data["p10_us"]),
+            p90_us=float(data["p90_us"]),
+            min_us=float(data["min_us"]),
+            max_us=float(data["max_us"]),
+            mean_us=float(data["mean_us"]),
+            total_us=float(data["total_us"]),
+            counters={str(k): None if v is None else float(v) for k, v in (counters or {}).items()},
+            verdict=None if verdict is None else Verdict.from_dict(verdict),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The report's ``kernels`` entry: every field; ``counters`` and ``verdict`` are null when
         no counters were given."""
