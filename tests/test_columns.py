@@ -420,3 +420,26 @@ def test_generated_file_read_as_columns_equals_the_task_read(tmp_path: Path) -> 
     assert columns.tasks() == gathered.tasks and columns.counters == counters
     assert kernel_stats(columns) == kernel_stats(gathered.tasks, counters=counters)
     assert kernel_stats(columns, skip=3) == kernel_stats(gathered.tasks, counters=counters, skip=3)
+
+
+@needs_c
+@fuzz_settings(500)
+@given(
+    values=st.lists(
+        st.one_of(finite, zeros_and_ties, st.sampled_from([1e308, -1e308, 1e-16, 1.0, 1e16, math.inf])),
+        max_size=200,
+    )
+)
+def test_exact_sum_equals_math_fsum(values: list[float]) -> None:
+    raw = struct.pack(f"{len(values)}d", *values)
+    try:
+        want: float | type[Exception] = math.fsum(values)
+    except OverflowError:
+        want = OverflowError
+    for accelerated in (True, False):
+        if want is OverflowError:
+            with pytest.raises(OverflowError):
+                _columns.exact_sum(raw, accelerated=accelerated)
+        else:
+            got = _columns.exact_sum(raw, accelerated=accelerated)
+            assert struct.pack("d", got) == struct.pack("d", want) or (got != got and want != want)

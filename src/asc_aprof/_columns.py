@@ -53,12 +53,12 @@ assert array("i").itemsize == 4 and array("q").itemsize == 8
 BUFFER_FORMATS: Final = {"duration_us": "d", "id": "q", "device": "i", "name": "i", "type": "i"}
 
 
-def _load() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
+def _load() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
     try:
-        from ._cparser import group_rows, order_stats, take
+        from ._cparser import fsum, group_rows, order_stats, take
     except ImportError:  # built without a compiler: the extension is optional
         return None
-    return group_rows, take, order_stats
+    return group_rows, take, order_stats, fsum
 
 
 _C: Final = _load()
@@ -492,6 +492,16 @@ def order_stats(
     fn = _C[2] if fast and _C is not None else _order_stats_py
     out: tuple[float, ...] = fn(values, tuple(ranks))
     return out
+
+
+def exact_sum(values: bytes, *, accelerated: bool | None = None) -> float:
+    """``math.fsum`` of *values* (doubles): in C when built (the same algorithm, the same value)."""
+    fast = accelerated_default() if accelerated is None else accelerated
+    if fast and _C is not None:
+        total: float | None = _C[3](values)
+        if total is not None:
+            return total
+    return math.fsum(_view(values, "d"))
 
 
 def quantile_ranks(n: int, qs: Iterable[float]) -> list[int]:

@@ -1329,11 +1329,97 @@ order_stats(PyObject *Py_UNUSED(module), PyObject *args)
     return out;
 }
 
+PyDoc_STRVAR(fsum_doc,
+"fsum(values, /)\n"
+"--\n\n"
+"math.fsum() of native doubles (bytes/bytearray), by the same algorithm (Shewchuk's partials\n"
+"and its final half-even correction), so the same correctly rounded value. None when a partial\n"
+"is not finite (an inf or nan value, or an intermediate overflow): math.fsum decides those.");
+
+static PyObject *
+fsum(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    char *raw;
+    Py_ssize_t size;
+    if (raw_bytes(arg, &raw, &size) < 0) {
+        return NULL;
+    }
+    const double *v = (const double *)raw;
+    Py_ssize_t count = size / (Py_ssize_t)sizeof(double);
+    Py_ssize_t n = 0, m = 32;
+    double *p = PyMem_Malloc((size_t)m * sizeof(double));
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    double x, y, t, hi, yr, lo = 0.0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        x = v[k];
+        Py_ssize_t i = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            y = p[j];
+            if (fabs(x) < fabs(y)) {
+                t = x;
+                x = y;
+                y = t;
+            }
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) {
+                p[i++] = lo;
+            }
+            x = hi;
+        }
+        n = i;
+        if (x != 0.0) {
+            if (!isfinite(x)) {
+                PyMem_Free(p);
+                Py_RETURN_NONE;
+            }
+            if (n >= m) {
+                double *grown = PyMem_Realloc(p, (size_t)(2 * m) * sizeof(double));
+                if (grown == NULL) {
+                    PyMem_Free(p);
+                    return PyErr_NoMemory();
+                }
+                p = grown;
+                m *= 2;
+            }
+            p[n++] = x;
+        }
+    }
+    hi = 0.0;
+    if (n > 0) {
+        hi = p[--n];
+        while (n > 0) { /* the exact sum from the top, until it becomes inexact */
+            x = hi;
+            y = p[--n];
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) {
+                break;
+            }
+        }
+        if (n > 0 && ((lo < 0.0 && p[n - 1] < 0.0) || (lo > 0.0 && p[n - 1] > 0.0))) {
+            y = lo * 2.0; /* half-even rounding across several partials */
+            x = hi + y;
+            yr = x - hi;
+            if (y == yr) {
+                hi = x;
+            }
+        }
+    }
+    PyMem_Free(p);
+    return PyFloat_FromDouble(hi);
+}
+
 static PyMethodDef methods[] = {
     {"parse_rows", parse_rows, METH_VARARGS, parse_rows_doc},
     {"group_rows", group_rows, METH_VARARGS, group_rows_doc},
     {"take", take, METH_VARARGS, take_doc},
     {"order_stats", order_stats, METH_VARARGS, order_stats_doc},
+    {"fsum", fsum, METH_O, fsum_doc},
     {NULL, NULL, 0, NULL},
 };
 

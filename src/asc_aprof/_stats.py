@@ -39,7 +39,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
-from ._columns import TaskColumns, counter_bytes, group_rows, quantiles_of, take
+from ._columns import TaskColumns, counter_bytes, exact_sum, group_rows, quantiles_of, take
 from ._counters import TaskCounters
 from ._errors import InvalidArgumentError
 from ._records import ProfilingResult, ProfilingTask
@@ -481,8 +481,8 @@ def _compare(
     gn: Mapping[Key, Sequence[float]]
     base_columns, new_columns = _as_columns(base), _as_columns(new)
     if base_columns is not None or new_columns is not None:
-        gb = _column_side_values(base_columns or _as_columns_all(base), metric, "BASE", skip)
-        gn = _column_side_values(new_columns or _as_columns_all(new), metric, "NEW", skip)
+        gb = column_side_values(base_columns or _as_columns_all(base), metric, "BASE", skip)
+        gn = column_side_values(new_columns or _as_columns_all(new), metric, "NEW", skip)
     else:
         gb = _side_values(base, metric, "BASE", skip)
         gn = _side_values(new, metric, "NEW", skip)
@@ -585,7 +585,7 @@ def _column_kernel_stats(
     for (dev, kname), entry in merged.items():
         values = _gather(durations, orders, entry.spans, False)
         n = len(values) // 8
-        total = math.fsum(memoryview(values).cast("d"))
+        total = exact_sum(values)
         q = quantiles_of(values, (0.1, 0.5, 0.9), extremes=True)
         median = round(q[0.5], 3)
         medians: dict[str, float | None] = {}
@@ -620,7 +620,7 @@ def _column_kernel_stats(
     return out
 
 
-def _column_side_values(
+def column_side_values(
     runs: Sequence[TaskColumns], metric: str, which: str, skip: int
 ) -> dict[Key, memoryview[float]]:
     """*metric*'s values per (device, kernel) over one side's runs (``N/A`` left out), as doubles."""

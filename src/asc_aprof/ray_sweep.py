@@ -217,8 +217,10 @@ def ray_sweep(
         received: set[int] = set()
         try:
             if share:
-                stream = actors[k].sweep.options(num_returns="streaming").remote(
-                    [(i, listed[i]) for i in share], run, bench, simulate
+                stream = (
+                    actors[k]
+                    .sweep.options(num_returns="streaming")
+                    .remote([(i, listed[i]) for i in share], run, bench, simulate)
                 )
                 for ref in stream:
                     index, item = ray.get(ref)
