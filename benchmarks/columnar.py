@@ -177,6 +177,16 @@ print(g.agg(["count", "median", "min", "max", "mean", "sum"]).to_json())
 """
 
 
+def import_process(reps: int) -> list[float]:
+    """``python -c "import asc_aprof.cli"``: what every command pays before reading anything."""
+    times = []
+    for _ in range(reps + 1):
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import asc_aprof.cli"], capture_output=True, check=True)
+        times.append(time.perf_counter() - began)
+    return times[1:]
+
+
 def pandas_process(path: Path, reps: int) -> list[float]:
     times = []
     for _ in range(reps + 1):
@@ -191,16 +201,25 @@ def fmt_size(size: int) -> str:
 
 
 # -- the section --------------------------------------------------------------------------------
-def measure(contenders: Sequence[Contender], reps: int) -> dict[str, list[float]]:
+#: Repetitions of this section's in-process contenders (at least; a shared machine is noisy).
+MIN_REPS = 7
+
+
+def measure(
+    contenders: Sequence[Contender], reps: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and CPU seconds (every thread of the process) per contender, round-robin."""
     times: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in contenders}
     for _ in range(reps):
         for name, fn in contenders:
             gc.collect()
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             result = fn()
             times[name].append(time.perf_counter() - began)
+            cpu[name].append(time.process_time() - began_cpu)
             del result
-    return times
+    return times, cpu
 
 
 def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
@@ -218,8 +237,7 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
         "grouping the codes and selecting order statistics. pandas reads the 3 columns it needs "
         "(`read_csv(usecols=...)`) and aggregates with `groupby`; polars the same with "
         "`read_csv(columns=...)` and `group_by` (both multi-threaded where they can be; the machine "
-        f"has 2 cores). Their figures are checked against asc-aprof's. {cfg.reps} repetitions, "
-        "round-robin, medians of wall time."
+        "has 2 cores). Their figures are checked against asc-aprof's (ours are rounded to the ns)."
     )
     columns = "asc-aprof columns, sync: kernel_stats(read_columns(run))"
     columns_async = "asc-aprof columns, async (asyncio): kernel_stats(await aread_columns(run))"
@@ -238,18 +256,22 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
         raise AssertionError("the columnar statistics differ from the task path's")
     check_same(as_stats(ours), pandas_stats(path), "pandas")
     check_same(as_stats(ours), polars_stats(path), "polars")
-    times = measure(contenders, cfg.reps)
+    reps = cfg.reps if cfg.quick else max(cfg.reps, MIN_REPS)
+    times, cpu = measure(contenders, reps)
     med = {name: median(ts) for name, ts in times.items()}
+    cpu_med = {name: median(ts) for name, ts in cpu.items()}
     section.tables.append(
         Table(
-            "",
-            ["contender", "median", "pandas time / this", "this / polars time", "all runs"],
+            f"Wall time, {reps} repetitions round-robin (targets), and CPU seconds of all the process' "
+            "threads (attribution: less sensitive to other load on the machine)",
+            ["contender", "median", "pandas time / this", "this / polars time", "CPU s", "all runs"],
             [
                 [
                     name,
                     fmt_s(med[name]),
                     fmt_x(med[pandas] / med[name]),
                     fmt_x(med[name] / med[polars]),
+                    f"{cpu_med[name]:.2f}",
                     ", ".join(f"{t:.2f}" for t in times[name]),
                 ]
                 for name, _ in contenders
@@ -297,6 +319,7 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
 
     json_times, size = summary_json(run_dir, cfg.reps)
     pandas_times = pandas_process(path, cfg.reps)
+    import_times = import_process(cfg.reps)
     json_median = median(json_times)
     section.tables.append(
         Table(
@@ -308,6 +331,12 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
                     fmt_s(json_median),
                     fmt_size(size),
                     ", ".join(f"{t:.2f}" for t in json_times),
+                ],
+                [
+                    "python -c 'import asc_aprof.cli' (the start-up alone)",
+                    fmt_s(median(import_times)),
+                    "",
+                    ", ".join(f"{t:.2f}" for t in import_times),
                 ],
                 [
                     "python -c 'pandas read_csv(usecols) + groupby, to_json'",

@@ -339,6 +339,7 @@ def test_counter_metric_without_counters_is_refused_the_same_way() -> None:
 def test_task_columns_is_immutable_and_hands_out_read_only_views() -> None:
     tasks = make_tasks(random.Random(2), 50)
     columns = TaskColumns(tasks)
+    assert not hasattr(columns, "__dict__")  # slotted
     with pytest.raises(AttributeError):
         columns.run_id = "x"
     view = columns.durations()
