@@ -68,8 +68,8 @@ logger = logging.getLogger("asc_aprof")
 SYNC_CHUNK: Final = 1 << 20
 #: Parsed on the event loop between checkpoints: small enough to stay around a millisecond.
 ASYNC_CHUNK: Final = 32 << 10
-#: A columnar read makes no object per task, so a slice of the same time is larger.
-ASYNC_COLUMN_CHUNK: Final = 128 << 10
+#: A columnar read makes no object per task: a slice of about the same parse time is larger.
+ASYNC_COLUMN_CHUNK: Final = 512 << 10
 
 STREAM_COLUMNS: Final = ("Stream ID", "stream_id")
 #: Start-time columns and their unit in nanoseconds (the header says the unit; old op_summary
@@ -534,7 +534,7 @@ def read_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> 
 
 
 async def aread_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
-    """:func:`read_columns` with anyio's file API: the event loop gets a checkpoint per 128 KiB.
+    """:func:`read_columns` with anyio's file API: the event loop gets a checkpoint per 512 KiB.
 
     Cancelled: the file being read is closed and nothing is kept (no task, no column).
     """
