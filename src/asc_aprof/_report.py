@@ -15,7 +15,8 @@ Report format ``asc-aprof.report``, version 3 (written)::
 
 Version 3 scales with the tasks: a summary report keeps no sample (``"samples": null``, a few
 hundred bytes per kernel however many tasks ran), and a report that keeps them (``asc-aprof
-summary --json --samples``, the pytest plugin: what ``compare`` bootstraps from) has one array
+summary --json --samples``, the pytest plugin, :func:`report` by default: what ``compare``
+bootstraps from) has one array
 of durations per (device, kernel) of each run, in file order, with the kernel's first type and,
 when counters were read, one array per PMU column (null for ``N/A``) aligned with the
 durations, instead of one JSON object per task. Groups come in the order of their first task,
@@ -67,12 +68,13 @@ Run = ProfilingResult | TaskColumns
 
 
 def report(
-    results: Sequence[Run], stats: Sequence[KernelStats], *, samples: bool = False, skip: int = 0
+    results: Sequence[Run], stats: Sequence[KernelStats], *, samples: bool = True, skip: int = 0
 ) -> dict[str, Any]:
     """The version-3 report of *results* (results or columns) with their per-kernel statistics.
 
     :param samples: keep every run's durations (and counters) per (device, kernel), for
-        ``compare``; without, the report holds the statistics only
+        ``compare`` (what callers that merge runs for a later comparison want, so the default);
+        ``asc-aprof summary --json`` passes False unless ``--samples``: the statistics only
     :param skip: the skip *stats* were computed with (recorded)
     """
     return {
