@@ -1,8 +1,8 @@
 """``python -m benchmarks``: every figure of benchmarks/RESULTS.md in one run.
 
 Sections: parse speed, memory, event-loop stalls, sweep throughput, per-run overhead, waiting
-callers, sweep backpressure, reading raw data natively, tune() racing, the Ray scale-out and
-per-task counters. Each figure
+callers, sweep backpressure, reading raw data natively, tune() racing, the Ray scale-out,
+per-task counters and the columnar statistics. Each figure
 is a median or a ratio measured in this run, against a baseline measured next to it.
 """
 
@@ -21,7 +21,9 @@ from pathlib import Path
 
 from ._common import REPO_ROOT, Config, Section, environment, markdown_table, quick_config
 
-SECTIONS = ("parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune", "counters")
+SECTIONS = (
+    "parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune", "counters", "columnar",
+)  # fmt: skip
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
 
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[Section] = []
     try:
         inputs: dict[str, Path] = {}
-        if {"parse", "memory", "counters"} & set(chosen):
+        if {"parse", "memory", "counters", "columnar"} & set(chosen):
             from .parse import write_inputs
 
             t0 = time.perf_counter()
@@ -200,6 +202,10 @@ def _run_section(name: str, cfg: Config, data_dir: Path, inputs: dict[str, Path]
         from . import counters
 
         return counters.run(cfg, data_dir, inputs)
+    if name == "columnar":
+        from . import columnar
+
+        return columnar.run(cfg, data_dir, inputs)
     from . import overhead
 
     return overhead.run(cfg, data_dir)

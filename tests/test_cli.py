@@ -45,7 +45,7 @@ def test_summary_table_and_json(
     code, out, _ = run_cli(capsys, "summary", str(result_dir / run_id), "--json", "--skip", "2")
     assert code == 0
     data = json.loads(out)
-    assert data["format"] == "asc-aprof.report" and data["version"] == 2
+    assert data["format"] == "asc-aprof.report" and data["version"] == 3
     assert [r["run_id"] for r in data["runs"]] == [run_id]
     kernels = {k["name"]: k for k in data["kernels"]}
     assert set(kernels["matmul"]) == {
@@ -147,6 +147,10 @@ def test_compare_detects_a_50_percent_regression(
     make_runs(tmp_path / "base", toolkit)
     make_runs(tmp_path / "same", toolkit)
     code, out, _ = run_cli(capsys, "summary", str(tmp_path / "base"), "--json")
+    (tmp_path / "stats.json").write_text(out)  # a summary report: statistics, no sample
+    code, _, err = run_cli(capsys, "compare", str(tmp_path / "stats.json"), str(tmp_path / "base"))
+    assert code == 1 and "keeps no samples" in err and "--json --samples" in err
+    code, out, _ = run_cli(capsys, "summary", str(tmp_path / "base"), "--json", "--samples")
     (tmp_path / "base.json").write_text(out)
     code, out, err = run_cli(
         capsys, "compare", str(tmp_path / "base.json"), str(tmp_path / "same"), "--fail-on-regression"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AicoreMetrics, Profiler, Toolkit, sim
+from asc_aprof._report import load_results
 from asc_aprof.cli import TABLE_WIDTH, main
 from asc_aprof.sim import SimControl
 
@@ -59,9 +60,17 @@ def test_summary_metrics_json_carries_counters_and_verdicts(
     code, out, err = run_cli(capsys, "summary", str(result_dir / run_id), "--metrics", "--json")
     assert code == 0, err
     data = json.loads(out)
-    assert data["version"] == 2 and data["runs"][0]["version"] == 2
-    run_counters = data["runs"][0]["counters"]
-    assert len(run_counters) == 25 and len(run_counters["aiv_vec_ratio"]) == len(data["runs"][0]["tasks"])
+    assert data["version"] == 3 and data["runs"][0]["samples"] is None  # statistics only
+    assert len(data["runs"][0]["counters"]) == 25 and data["runs"][0]["tasks"] > 0
+    code, out_samples, err = run_cli(
+        capsys, "summary", str(result_dir / run_id), "--metrics", "--json", "--samples"
+    )
+    assert code == 0, err
+    kept = json.loads(out_samples)["runs"][0]
+    assert sum(len(g["duration_us"]) for g in kept["samples"]) == kept["tasks"]
+    for group in kept["samples"]:
+        assert len(group["counters"]) == 25
+        assert all(len(v) == len(group["duration_us"]) for v in group["counters"].values())
     kernels = {k["name"]: k for k in data["kernels"]}
     assert kernels["vec_k"]["counters"]["aiv_vec_ratio"] == 0.82 and len(kernels["vec_k"]["counters"]) == 25
     assert kernels["vec_k"]["verdict"]["label"] == "vec-bound"
@@ -70,6 +79,9 @@ def test_summary_metrics_json_carries_counters_and_verdicts(
     # the report is read back, counters and all
     report = tmp_path / "report.json"
     report.write_text(out)
+    code, again, _ = run_cli(capsys, "summary", str(report), "--metrics", "--json")
+    assert code == 0 and json.loads(again) == data
+    report.write_text(out_samples)  # with samples: the statistics are computed again, the same
     code, again, _ = run_cli(capsys, "summary", str(report), "--metrics", "--json")
     assert code == 0 and json.loads(again)["kernels"] == data["kernels"]
 
@@ -80,22 +92,28 @@ def test_reports_of_version_1_are_still_read(
     make_run(result_dir, toolkit, vec=0.5)
     _, out, _ = run_cli(capsys, "summary", str(result_dir), "--json")
     data = json.loads(out)
-    data["version"] = 1
+    data["version"] = 1  # version 1: the runs as results, each task an object
+    data["runs"] = [r.to_dict() for r in load_results(result_dir)]
     for run in data["runs"]:
         run["version"] = 1
         del run["counters"]
     old = tmp_path / "v1.json"
     old.write_text(json.dumps(data))
-    code, out, err = run_cli(capsys, "summary", str(old), "--json")
+    code, v1_out, err = run_cli(capsys, "summary", str(old), "--json")
     assert code == 0, err
-    assert {k["name"] for k in json.loads(out)["kernels"]} == {"vec_k", LONG_NAME, "slow_k", "cpu_k"}
+    assert {k["name"] for k in json.loads(v1_out)["kernels"]} == {"vec_k", LONG_NAME, "slow_k", "cpu_k"}
     code, out, err = run_cli(capsys, "summary", str(old), "--metrics")
     assert code == 1 and out == "" and err.count("\n") == 1
     assert "has no PMU counters" in err and "summary --metrics --json" in err
-    data["version"] = 3
+    data["version"] = 2  # version 2: the same, counters allowed
+    old.write_text(json.dumps(data))
+    code, out, err = run_cli(capsys, "summary", str(old), "--json")
+    assert code == 0, err
+    assert json.loads(out)["kernels"] == json.loads(v1_out)["kernels"]
+    data["version"] = 4
     old.write_text(json.dumps(data))
     code, _, err = run_cli(capsys, "summary", str(old))
-    assert code == 1 and "unsupported report version 3 (this reads 1 and 2)" in err
+    assert code == 1 and "unsupported report version 4 (this reads 1, 2, 3)" in err
 
 
 def test_groups_without_ratios_show_their_figures(

@@ -110,9 +110,7 @@ def run(
         if counters:
             joined = TaskCounters.concat(taken)
             assert len(joined) == len(tasks) and joined.columns == parser.counter_columns
-            exact_counters = tuple(
-                (name, tuple(map(repr, joined.column(name)))) for name in joined.columns
-            )
+            exact_counters = tuple((name, tuple(map(repr, joined.column(name)))) for name in joined.columns)
     return Outcome(
         tuple(map(_exact, tasks)) if error is None else (),
         parser.data_rows,
@@ -550,22 +548,47 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
         pass
 
     assert _parser._parse_rows is not None
-    args: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, WithDict, 100, (), [])
+    args: tuple[object, ...] = (
+        b"a,b,c",
+        0,
+        5,
+        3,
+        3,
+        -1,
+        -1,
+        0,
+        1,
+        2,
+        None,
+        False,
+        {},
+        WithDict,
+        100,
+        (),
+        [],
+        None,
+    )
     with pytest.raises(TypeError, match="__dict__"):
         _parser._parse_rows([], *args)
     with pytest.raises(TypeError, match="tuple subclass"):
-        _parser._parse_rows([], *args[:13], dict, 100, (), [])
+        _parser._parse_rows([], *args[:13], dict, 100, (), [], None)
     good: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
     with pytest.raises(ValueError, match="start"):
-        _parser._parse_rows([], b"a", *good[1:], (), [])
+        _parser._parse_rows([], b"a", *good[1:], (), [], None)
     with pytest.raises(ValueError, match="differ in length"):
-        _parser._parse_rows([], *good, (1,), [])
+        _parser._parse_rows([], *good, (1,), [], None)
     with pytest.raises(TypeError, match="bytearrays"):
-        _parser._parse_rows([], *good, (1,), [b""])
+        _parser._parse_rows([], *good, (1,), [b""], None)
     with pytest.raises(ValueError, match="ascend strictly"):
-        _parser._parse_rows([], *good, (2, 1), [bytearray(), bytearray()])
+        _parser._parse_rows([], *good, (2, 1), [bytearray(), bytearray()], None)
     with pytest.raises(ValueError, match="ascend strictly"):
-        _parser._parse_rows([], *good, (3,), [bytearray()])
+        _parser._parse_rows([], *good, (3,), [bytearray()], None)
+    with pytest.raises(TypeError, match="7-tuple"):
+        _parser._parse_rows([], *good, (), [], ([],))
+    with pytest.raises(TypeError, match="5 bytearrays"):
+        _parser._parse_rows([], *good, (), [], ([b""] * 5, {}, [], {}, [], {}, []))
+    with pytest.raises(TypeError, match="dict, list pairs"):
+        _parser._parse_rows([], *good, (), [], ([bytearray()] * 5, [], [], {}, [], {}, []))
 
 
 # -- switches ------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from typing import Any
 import anyio
 import pytest
 
-from asc_aprof import ProfilingResult
+from asc_aprof import ProfilingResult, run_kernel_stats
+from asc_aprof._report import load_json_columns
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 
@@ -196,11 +197,17 @@ def run_text(block: Block, workdir: Path, capsys: pytest.CaptureFixture[str]) ->
             )
 
 
-def run_json(block: Block) -> None:
+def run_json(block: Block, workdir: Path) -> None:
     data = json.loads(block.text)
     if data.get("format") == "asc-aprof.result":
         result = ProfilingResult.from_dict(data)
         assert result.tasks and result.to_dict()["tasks"] == data["tasks"]
+    if data.get("format") == "asc-aprof.report":  # its kernels are what its samples give
+        path = workdir / "readme_report.json"
+        path.write_text(block.text, encoding="utf-8")
+        loaded = load_json_columns(path)
+        assert loaded.runs is not None and [len(r) for r in loaded.runs] == [r["tasks"] for r in data["runs"]]
+        assert [k.to_dict() for k in run_kernel_stats(loaded.runs, skip=loaded.skip)] == data["kernels"]
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
@@ -210,7 +217,7 @@ def test_readme_block_runs(block: Block, in_workdir: Path, capsys: pytest.Captur
     elif block.lang == "text":
         run_text(block, in_workdir, capsys)
     elif block.lang == "json":
-        run_json(block)
+        run_json(block, in_workdir)
     else:
         raise AssertionError(
             f"README.md:{block.line}: a {block.lang or 'plain'} block the harness cannot run: make it "

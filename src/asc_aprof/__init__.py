@@ -25,6 +25,7 @@ from ._async import AsyncProfiler, SweepItem, SweepItems
 from ._bench import AttributionError, BenchConfig, BenchResult, KernelTime, StopReason
 from ._bench_api import bench, do_bench, tune
 from ._binding import MsprofInterface, ProfilerConfig
+from ._columns import NO_ID, TaskColumns
 from ._core import ProfileRun
 from ._counters import TaskCounters
 from ._discovery import discover_toolkit
@@ -43,6 +44,7 @@ from ._errors import (
 from ._parser import TaskParser
 from ._profiler import Profiler
 from ._progress import ProgressEvent
+from ._reader import aread_columns, read_columns
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._reporting import write_report
 from ._stats import KernelChange, KernelStats, compare_runs, compare_tasks, kernel_stats, run_kernel_stats
@@ -54,6 +56,7 @@ from ._verdict import VERDICT_RULE, Verdict, VerdictKind, bound_verdict
 from ._version import __version__
 
 __all__ = (
+    "NO_ID",
     "VERDICT_RULE",
     "AclError",
     "AicoreMetrics",
@@ -83,6 +86,7 @@ __all__ = (
     "StopReason",
     "SweepItem",
     "SweepItems",
+    "TaskColumns",
     "TaskCounters",
     "TaskParser",
     "TimedTask",
@@ -96,6 +100,7 @@ __all__ = (
     "Verdict",
     "VerdictKind",
     "__version__",
+    "aread_columns",
     "bench",
     "bound_verdict",
     "compare_runs",
@@ -103,6 +108,7 @@ __all__ = (
     "discover_toolkit",
     "do_bench",
     "kernel_stats",
+    "read_columns",
     "read_timeline",
     "run_kernel_stats",
     "sweep_timelines",

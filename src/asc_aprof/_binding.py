@@ -58,6 +58,7 @@ def combine_profile_types(value: ProfileTypes) -> int:
         mask |= int(item)
     return mask
 
+
 _libraries: dict[str, ctypes.CDLL] = {}
 _load_lock = threading.Lock()
 

@@ -262,8 +262,7 @@ class ProfilerBase:
             if why is None:
                 raise
             raise UsageError(
-                f"run {name!r} is gone from {self.result_path}: it was deleted by {why}. "
-                f"{_KEEPING_RUNS}"
+                f"run {name!r} is gone from {self.result_path}: it was deleted by {why}. {_KEEPING_RUNS}"
             ) from None
 
     def _last_run_dir(self) -> Path:

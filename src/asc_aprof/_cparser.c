@@ -1,4 +1,5 @@
-/* asc_aprof._cparser: the row loop of TaskParser in C (an optional accelerator).
+/* asc_aprof._cparser: the row loop of TaskParser in C (an optional accelerator), and the
+ * grouping and order statistics of the columnar path (asc_aprof._columns).
  *
  * One function, parse_rows(), consumes complete lines of a CSV chunk, as bytes, and appends
  * their ProfilingTask records to a list (and, when asked, each task's PMU counter cells as
@@ -21,6 +22,7 @@
 #include <Python.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* Kernel names repeat (a run launches few distinct kernels): a small per-call cache of the
@@ -31,6 +33,7 @@ typedef struct {
     const char *p; /* the bytes, inside the caller's buffer (valid for this call) */
     Py_ssize_t n;
     PyObject *s;
+    int32_t code; /* columnar reads: its index in the interning table, -1 until interned */
 } CacheEntry;
 
 typedef struct {
@@ -51,7 +54,22 @@ typedef struct {
     Py_ssize_t ncounter, *cidx;
     double *rowv, *cbuf;
     Py_ssize_t cbuf_rows, cbuf_cap;
+    /* Columnar reads (columnar is not None): no record per task, but one value per task in each
+     * of five C arrays (flushed into the caller's bytearrays at the end), names, types and
+     * devices as codes into the caller's interning tables (dict value -> code, list of values). */
+    int columnar;
+    PyObject *name_codes, *name_table, *type_codes, *type_table, *dev_codes, *dev_table;
+    double *col_dur;
+    int64_t *col_id;
+    int32_t *col_dev, *col_name, *col_type;
+    Py_ssize_t col_rows, col_cap;
+    long long last_dev; /* the device of the last row and its code (dev_cached: known) */
+    int32_t last_dev_code;
+    int dev_cached;
 } Ctx;
+
+/* The id column's value for a task without id (N/A): ids are refused outside (INT64_MIN, INT64_MAX]. */
+#define NO_ID INT64_MIN
 
 enum { ROW_ERROR = -1, ROW_FALLBACK = 0, ROW_DONE = 1 };
 
@@ -105,6 +123,7 @@ cache_str(Cache *c, const char *p, Py_ssize_t n, int *fallback)
     c->e[slot].p = p;
     c->e[slot].n = n;
     c->e[slot].s = s;
+    c->e[slot].code = -1;
     c->last = slot;
     Py_INCREF(s);
     return s;
@@ -373,6 +392,147 @@ flush_counters(Ctx *c, PyObject *counter_out)
     return 0;
 }
 
+/* The code of value in an interning table (codes: dict value -> code; table: the values in code
+ * order), adding it when new, as _parser.py's pure path does. */
+static int
+intern_value(PyObject *codes, PyObject *table, PyObject *value, int32_t *code)
+{
+    PyObject *found = PyDict_GetItemWithError(codes, value); /* borrowed */
+    if (found != NULL) {
+        long v = PyLong_AsLong(found);
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        *code = (int32_t)v;
+        return 0;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    Py_ssize_t next = PyList_Size(table);
+    if (next < 0) {
+        return -1;
+    }
+    if (next >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "parse_rows: more than 2**31 distinct values");
+        return -1;
+    }
+    PyObject *number = PyLong_FromSsize_t(next);
+    if (number == NULL) {
+        return -1;
+    }
+    int rc = PyDict_SetItem(codes, value, number);
+    Py_DECREF(number);
+    if (rc < 0 || PyList_Append(table, value) < 0) {
+        return -1;
+    }
+    *code = (int32_t)next;
+    return 0;
+}
+
+/* The code of a cache entry's string (interned on first use). */
+static int
+entry_code(CacheEntry *e, PyObject *codes, PyObject *table, int32_t *code)
+{
+    if (e->code < 0 && intern_value(codes, table, e->s, &e->code) < 0) {
+        return -1;
+    }
+    *code = e->code;
+    return 0;
+}
+
+/* The code of a row's device: the parsed value (has_value) or the default device object. */
+static int
+device_code(Ctx *c, int has_value, long long value, int32_t *code)
+{
+    if (c->dev_cached && has_value && value == c->last_dev) {
+        *code = c->last_dev_code;
+        return 0;
+    }
+    PyObject *obj = has_value ? PyLong_FromLongLong(value) : c->default_device;
+    if (obj == NULL) {
+        return -1;
+    }
+    if (!has_value) {
+        Py_INCREF(obj);
+    }
+    int rc = intern_value(c->dev_codes, c->dev_table, obj, code);
+    Py_DECREF(obj);
+    if (rc < 0) {
+        return -1;
+    }
+    if (has_value) {
+        c->dev_cached = 1;
+        c->last_dev = value;
+        c->last_dev_code = *code;
+    }
+    return 0;
+}
+
+/* Room for one more row in the columnar arrays. */
+static int
+reserve_column_row(Ctx *c)
+{
+    if (c->col_rows < c->col_cap) {
+        return 0;
+    }
+    Py_ssize_t cap = c->col_cap ? 2 * c->col_cap : 4096;
+    void *dur = PyMem_Realloc(c->col_dur, (size_t)cap * sizeof(double));
+    if (dur != NULL) {
+        c->col_dur = dur;
+    }
+    void *ids = PyMem_Realloc(c->col_id, (size_t)cap * sizeof(int64_t));
+    if (ids != NULL) {
+        c->col_id = ids;
+    }
+    void *dev = PyMem_Realloc(c->col_dev, (size_t)cap * sizeof(int32_t));
+    if (dev != NULL) {
+        c->col_dev = dev;
+    }
+    void *name = PyMem_Realloc(c->col_name, (size_t)cap * sizeof(int32_t));
+    if (name != NULL) {
+        c->col_name = name;
+    }
+    void *type = PyMem_Realloc(c->col_type, (size_t)cap * sizeof(int32_t));
+    if (type != NULL) {
+        c->col_type = type;
+    }
+    if (dur == NULL || ids == NULL || dev == NULL || name == NULL || type == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->col_cap = cap;
+    return 0;
+}
+
+static int
+append_bytes(PyObject *column, const void *data, Py_ssize_t n)
+{
+    Py_ssize_t old = PyByteArray_Size(column);
+    if (old < 0 || PyByteArray_Resize(column, old + n) < 0) {
+        return -1;
+    }
+    if (n) {
+        memcpy(PyByteArray_AsString(column) + old, data, (size_t)n);
+    }
+    return 0;
+}
+
+/* Append this call's columns to the caller's bytearrays (duration, id, device, name, type). */
+static int
+flush_columns(Ctx *c, PyObject *col_out)
+{
+    Py_ssize_t n = c->col_rows;
+    if (append_bytes(PyList_GetItem(col_out, 0), c->col_dur, n * (Py_ssize_t)sizeof(double)) < 0
+        || append_bytes(PyList_GetItem(col_out, 1), c->col_id, n * (Py_ssize_t)sizeof(int64_t)) < 0
+        || append_bytes(PyList_GetItem(col_out, 2), c->col_dev, n * (Py_ssize_t)sizeof(int32_t)) < 0
+        || append_bytes(PyList_GetItem(col_out, 3), c->col_name, n * (Py_ssize_t)sizeof(int32_t)) < 0
+        || append_bytes(PyList_GetItem(col_out, 4), c->col_type, n * (Py_ssize_t)sizeof(int32_t)) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /* skipped[key] = skipped.get(key, 0) + 1, as _rows does for control rows */
 static int
 count_skipped(PyObject *skipped, const char *p, Py_ssize_t n)
@@ -512,6 +672,31 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     }
 #undef FIELD_START
 
+    if (c->columnar) {
+        /* the strings stay owned by the caches; a row's values go to the C arrays */
+        int32_t name_code, type_code, dev_code;
+        CacheEntry *ne = &c->names.e[c->names.last], *te = &c->types.e[c->types.last];
+        Py_DECREF(name);
+        Py_DECREF(type);
+        if (reserve_column_row(c) < 0 || entry_code(ne, c->name_codes, c->name_table, &name_code) < 0
+            || entry_code(te, c->type_codes, c->type_table, &type_code) < 0
+            || device_code(c, c->i_dev >= 0, device, &dev_code) < 0) {
+            return ROW_ERROR;
+        }
+        Py_ssize_t r = c->col_rows++;
+        c->col_dur[r] = duration;
+        c->col_id[r] = c->i_id >= 0 ? (int64_t)task_id : NO_ID;
+        c->col_dev[r] = dev_code;
+        c->col_name[r] = name_code;
+        c->col_type[r] = type_code;
+        if (c->ncounter) {
+            memcpy(c->cbuf + c->cbuf_rows * c->ncounter, c->rowv, (size_t)c->ncounter * sizeof(double));
+            c->cbuf_rows++;
+        }
+        c->rows++;
+        return ROW_DONE;
+    }
+
     PyObject *id_obj, *dur_obj, *dev_obj;
     if (c->i_id >= 0) {
         id_obj = PyLong_FromLongLong(task_id);
@@ -595,13 +780,19 @@ check_record_type(PyObject *cls)
 
 PyDoc_STRVAR(parse_rows_doc,
 "parse_rows(out, buf, start, end, ncols, split_at, i_dev, i_id, i_name, i_type, i_dur,\n"
-"           default_device, crlf, skipped, cls, max_line_length, counter_idx, counter_out, /)\n"
+"           default_device, crlf, skipped, cls, max_line_length, counter_idx, counter_out,\n"
+"           columnar, /)\n"
 "--\n\n"
 "Parse the '\\n'-separated lines of buf[start:end] (the last one ends at end) into cls\n"
 "records appended to out, counting control rows in skipped. i_dev / i_id are -1 when the\n"
 "CSV has no such column. For every record, the cells of the columns counter_idx (a tuple of\n"
 "ascending indexes) are appended as native doubles (N/A: NaN) to the bytearrays of the list\n"
 "counter_out, one per column. Stops at the first line Python must handle itself.\n\n"
+"columnar is None (records), or (col_out, name_codes, name_table, type_codes, type_table,\n"
+"dev_codes, dev_table): no record is made; each task appends its duration (double), id\n"
+"(int64, INT64_MIN for none), and the int32 codes of its device, name and type to the five\n"
+"bytearrays of col_out, codes taken from (and new values added to) the interning dicts and\n"
+"lists.\n\n"
 "Returns (data_rows, lines, stop, fallback): the data rows and lines consumed, and where it\n"
 "stopped; fallback is True when the line starting at stop is left to Python, False when\n"
 "everything up to end was consumed (stop == end).");
@@ -609,14 +800,39 @@ PyDoc_STRVAR(parse_rows_doc,
 static PyObject *
 parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *out, *buf, *default_device, *skipped, *cls, *counter_idx, *counter_out;
+    PyObject *out, *buf, *default_device, *skipped, *cls, *counter_idx, *counter_out, *columnar;
     Py_ssize_t start, end, ncols, k, i_dev, i_id, i_name, i_type, i_dur, limit;
     int crlf;
-    if (!PyArg_ParseTuple(args, "O!O!nnnnnnnnnOpO!OnO!O!:parse_rows", &PyList_Type, &out, &PyBytes_Type,
+    if (!PyArg_ParseTuple(args, "O!O!nnnnnnnnnOpO!OnO!O!O:parse_rows", &PyList_Type, &out, &PyBytes_Type,
                           &buf, &start, &end, &ncols, &k, &i_dev, &i_id, &i_name, &i_type, &i_dur,
                           &default_device, &crlf, &PyDict_Type, &skipped, &cls, &limit, &PyTuple_Type,
-                          &counter_idx, &PyList_Type, &counter_out)) {
+                          &counter_idx, &PyList_Type, &counter_out, &columnar)) {
         return NULL;
+    }
+    PyObject *col_out = NULL;
+    if (columnar != Py_None) {
+        if (!PyTuple_Check(columnar) || PyTuple_Size(columnar) != 7) {
+            PyErr_SetString(PyExc_TypeError, "parse_rows: columnar must be None or a 7-tuple");
+            return NULL;
+        }
+        col_out = PyTuple_GetItem(columnar, 0);
+        if (!PyList_Check(col_out) || PyList_Size(col_out) != 5) {
+            PyErr_SetString(PyExc_TypeError, "parse_rows: col_out must be a list of 5 bytearrays");
+            return NULL;
+        }
+        for (Py_ssize_t j = 0; j < 5; j++) {
+            if (!PyByteArray_Check(PyList_GetItem(col_out, j))) {
+                PyErr_SetString(PyExc_TypeError, "parse_rows: col_out must be a list of 5 bytearrays");
+                return NULL;
+            }
+        }
+        for (Py_ssize_t j = 1; j < 7; j++) {
+            PyObject *item = PyTuple_GetItem(columnar, j);
+            if (j % 2 ? !PyDict_Check(item) : !PyList_Check(item)) {
+                PyErr_SetString(PyExc_TypeError, "parse_rows: interning tables must be dict, list pairs");
+                return NULL;
+            }
+        }
     }
     char *base;
     Py_ssize_t size;
@@ -649,6 +865,15 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     c.untrack = default_device == Py_None || PyLong_CheckExact(default_device);
+    if (col_out != NULL) {
+        c.columnar = 1;
+        c.name_codes = PyTuple_GetItem(columnar, 1);
+        c.name_table = PyTuple_GetItem(columnar, 2);
+        c.type_codes = PyTuple_GetItem(columnar, 3);
+        c.type_table = PyTuple_GetItem(columnar, 4);
+        c.dev_codes = PyTuple_GetItem(columnar, 5);
+        c.dev_table = PyTuple_GetItem(columnar, 6);
+    }
     c.ncols = ncols;
     c.k = k;
     c.i_dev = i_dev;
@@ -728,6 +953,14 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
     if (!failed && c.ncounter && flush_counters(&c, counter_out) < 0) {
         failed = 1;
     }
+    if (!failed && c.columnar && flush_columns(&c, col_out) < 0) {
+        failed = 1;
+    }
+    PyMem_Free(c.col_dur);
+    PyMem_Free(c.col_id);
+    PyMem_Free(c.col_dev);
+    PyMem_Free(c.col_name);
+    PyMem_Free(c.col_type);
     PyMem_Free(c.ends);
     PyMem_Free(c.cidx);
     PyMem_Free(c.rowv);
@@ -740,8 +973,453 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
     return Py_BuildValue("nnnO", c.rows, lines, pos, fallback ? Py_True : Py_False);
 }
 
+
+/* -- columnar statistics ---------------------------------------------------------------------- */
+
+/* The bytes of a bytes or bytearray argument (the stable ABI of 3.10 has no buffer protocol). */
+static int
+raw_bytes(PyObject *obj, char **data, Py_ssize_t *size)
+{
+    if (PyByteArray_Check(obj)) {
+        *data = PyByteArray_AsString(obj);
+        *size = PyByteArray_Size(obj);
+        return 0;
+    }
+    if (PyBytes_Check(obj)) {
+        return PyBytes_AsStringAndSize(obj, data, size);
+    }
+    PyErr_SetString(PyExc_TypeError, "expected bytes or bytearray");
+    return -1;
+}
+
+PyDoc_STRVAR(group_rows_doc,
+"group_rows(devices, names, ndevices, nnames, skip, /)\n"
+"--\n\n"
+"Group rows by (device code, name code), both int32 arrays given as bytes/bytearray, codes in\n"
+"[0, ndevices) and [0, nnames). Groups come in the order of their first row, rows in file\n"
+"order; the first skip rows of each group are dropped, and groups with no more rows than\n"
+"skip are left out. Returns (keys, order, starts): keys a list of (device code, name code,\n"
+"index of the group's first row, before skip),\n"
+"order the kept row indexes group after group (int32, as bytes), starts the offset of each\n"
+"group in order plus the end (a list of len(keys) + 1 ints).");
+
+static PyObject *
+group_rows(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *dev_obj, *name_obj;
+    Py_ssize_t ndev, nnames, skip;
+    if (!PyArg_ParseTuple(args, "OOnnn:group_rows", &dev_obj, &name_obj, &ndev, &nnames, &skip)) {
+        return NULL;
+    }
+    char *dev_raw, *name_raw;
+    Py_ssize_t dev_size, name_size;
+    if (raw_bytes(dev_obj, &dev_raw, &dev_size) < 0 || raw_bytes(name_obj, &name_raw, &name_size) < 0) {
+        return NULL;
+    }
+    if (dev_size != name_size || dev_size % 4 || ndev < 0 || nnames < 0 || skip < 0) {
+        PyErr_SetString(PyExc_ValueError, "group_rows: columns of different lengths or bad counts");
+        return NULL;
+    }
+    Py_ssize_t n = dev_size / 4;
+    if (n > INT32_MAX || (nnames && ndev > ((Py_ssize_t)1 << 28) / nnames)) {
+        PyErr_SetString(PyExc_OverflowError, "group_rows: too many rows or (device, name) pairs");
+        return NULL;
+    }
+    const int32_t *dev = (const int32_t *)dev_raw, *name = (const int32_t *)name_raw;
+    Py_ssize_t cells = ndev * nnames;
+    int32_t *group_of = PyMem_Malloc((size_t)(cells + 1) * sizeof(int32_t)); /* pair -> group */
+    int32_t *row_group = PyMem_Malloc((size_t)(n + 1) * sizeof(int32_t));
+    Py_ssize_t *count = NULL, *pos = NULL;
+    int32_t *first = NULL;
+    PyObject *keys = NULL, *order = NULL, *starts = NULL, *result = NULL;
+    if (group_of == NULL || row_group == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < cells; i++) {
+        group_of[i] = -1;
+    }
+    Py_ssize_t ngroups = 0, cap = 64;
+    count = PyMem_Malloc((size_t)cap * sizeof(Py_ssize_t));
+    first = PyMem_Malloc((size_t)cap * sizeof(int32_t));
+    if (count == NULL || first == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t d = dev[i], m = name[i];
+        if (d < 0 || d >= ndev || m < 0 || m >= nnames) {
+            PyErr_SetString(PyExc_ValueError, "group_rows: a code out of range");
+            goto done;
+        }
+        int32_t *slot = &group_of[(Py_ssize_t)d * nnames + m];
+        if (*slot < 0) {
+            if (ngroups == cap) {
+                cap *= 2;
+                Py_ssize_t *c2 = PyMem_Realloc(count, (size_t)cap * sizeof(Py_ssize_t));
+                if (c2 != NULL) {
+                    count = c2;
+                }
+                int32_t *f2 = PyMem_Realloc(first, (size_t)cap * sizeof(int32_t));
+                if (f2 != NULL) {
+                    first = f2;
+                }
+                if (c2 == NULL || f2 == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            }
+            first[ngroups] = (int32_t)i;
+            count[ngroups] = 0;
+            *slot = (int32_t)ngroups++;
+        }
+        row_group[i] = *slot;
+        count[*slot]++;
+    }
+    /* the kept groups' offsets (pos[g]: where group g's next kept row goes; -1: left out) */
+    pos = PyMem_Malloc((size_t)(ngroups + 1) * sizeof(Py_ssize_t));
+    keys = PyList_New(0);
+    starts = PyList_New(0);
+    if (pos == NULL || keys == NULL || starts == NULL) {
+        if (pos == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        if (count[g] <= skip && skip) {
+            pos[g] = -1;
+            continue;
+        }
+        pos[g] = total;
+        PyObject *start = PyLong_FromSsize_t(total);
+        PyObject *key = Py_BuildValue("(iin)", dev[first[g]], name[first[g]], (Py_ssize_t)first[g]);
+        int bad = start == NULL || key == NULL || PyList_Append(starts, start) < 0
+                  || PyList_Append(keys, key) < 0;
+        Py_XDECREF(start);
+        Py_XDECREF(key);
+        if (bad) {
+            goto done;
+        }
+        total += count[g] - skip;
+        count[g] = 0; /* from here: rows of the group seen so far */
+    }
+    PyObject *end = PyLong_FromSsize_t(total);
+    if (end == NULL || PyList_Append(starts, end) < 0) {
+        Py_XDECREF(end);
+        goto done;
+    }
+    Py_DECREF(end);
+    order = PyBytes_FromStringAndSize(NULL, total * 4);
+    if (order == NULL) {
+        goto done;
+    }
+    int32_t *out = (int32_t *)PyBytes_AsString(order);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t g = row_group[i];
+        if (pos[g] < 0) {
+            continue;
+        }
+        if (count[g]++ < skip) {
+            continue;
+        }
+        out[pos[g]++] = (int32_t)i;
+    }
+    result = Py_BuildValue("(OOO)", keys, order, starts);
+done:
+    PyMem_Free(group_of);
+    PyMem_Free(row_group);
+    PyMem_Free(count);
+    PyMem_Free(first);
+    PyMem_Free(pos);
+    Py_XDECREF(keys);
+    Py_XDECREF(order);
+    Py_XDECREF(starts);
+    return result;
+}
+
+PyDoc_STRVAR(take_doc,
+"take(values, order, start, stop, drop_nan, /)\n"
+"--\n\n"
+"values[order[i]] for i in range(start, stop): values native doubles, order int32 indexes (both\n"
+"bytes/bytearray); NaN left out when drop_nan. Returns the doubles as bytes.");
+
+static PyObject *
+take(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *values_obj, *order_obj;
+    Py_ssize_t start, stop;
+    int drop_nan;
+    if (!PyArg_ParseTuple(args, "OOnnp:take", &values_obj, &order_obj, &start, &stop, &drop_nan)) {
+        return NULL;
+    }
+    char *values_raw, *order_raw;
+    Py_ssize_t values_size, order_size;
+    if (raw_bytes(values_obj, &values_raw, &values_size) < 0
+        || raw_bytes(order_obj, &order_raw, &order_size) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = values_size / (Py_ssize_t)sizeof(double);
+    if (start < 0 || stop < start || stop > order_size / 4) {
+        PyErr_SetString(PyExc_ValueError, "take: need 0 <= start <= stop <= len(order)");
+        return NULL;
+    }
+    const double *values = (const double *)values_raw;
+    const int32_t *order = (const int32_t *)order_raw;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (stop - start) * (Py_ssize_t)sizeof(double));
+    if (out == NULL) {
+        return NULL;
+    }
+    double *dst = (double *)PyBytes_AsString(out);
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        int32_t row = order[i];
+        if (row < 0 || row >= n) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_IndexError, "take: a row index out of range");
+            return NULL;
+        }
+        double v = values[row];
+        if (drop_nan && v != v) {
+            continue;
+        }
+        dst[kept++] = v;
+    }
+    if (kept != stop - start) {
+        PyObject *cut = PyBytes_FromStringAndSize((const char *)dst, kept * (Py_ssize_t)sizeof(double));
+        Py_DECREF(out);
+        return cut;
+    }
+    return out;
+}
+
+static void
+swap_d(double *a, Py_ssize_t i, Py_ssize_t j)
+{
+    double t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+}
+
+static int
+cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* Partially order a[lo:hi] so that a[k] compares equal to the k-th smallest (quickselect with
+ * a three-way partition, median-of-three pivots, and qsort when it stops narrowing). */
+static void
+select_kth(double *a, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t k)
+{
+    int budget = 64;
+    while (hi - lo > 16) {
+        if (budget-- == 0) {
+            qsort(a + lo, (size_t)(hi - lo), sizeof(double), cmp_double);
+            return;
+        }
+        double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi - 1];
+        double pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        Py_ssize_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            if (a[i] < pivot) {
+                swap_d(a, lt++, i++);
+            }
+            else if (a[i] > pivot) {
+                swap_d(a, i, --gt);
+            }
+            else {
+                i++;
+            }
+        }
+        if (k < lt) {
+            hi = lt;
+        }
+        else if (k >= gt) {
+            lo = gt;
+        }
+        else {
+            return;
+        }
+    }
+    for (Py_ssize_t i = lo + 1; i < hi; i++) { /* insertion sort: stable enough, ties are equal */
+        double v = a[i];
+        Py_ssize_t j = i;
+        while (j > lo && a[j - 1] > v) {
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = v;
+    }
+}
+
+PyDoc_STRVAR(order_stats_doc,
+"order_stats(values, ranks, /)\n"
+"--\n\n"
+"sorted(values)[r] for every r of ranks (ascending ints), values native doubles without NaN\n"
+"as bytes/bytearray. Exactly what Python's stable sort gives, the sign of zero included: a\n"
+"rank inside the run of zeros takes the zero at that place in file order.");
+
+static PyObject *
+order_stats(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *values_obj, *ranks;
+    if (!PyArg_ParseTuple(args, "OO!:order_stats", &values_obj, &PyTuple_Type, &ranks)) {
+        return NULL;
+    }
+    char *raw;
+    Py_ssize_t size;
+    if (raw_bytes(values_obj, &raw, &size) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = size / (Py_ssize_t)sizeof(double);
+    Py_ssize_t nranks = PyTuple_Size(ranks);
+    const double *values = (const double *)raw;
+    double *a = PyMem_Malloc((size_t)(n + 1) * sizeof(double));
+    PyObject *out = PyTuple_New(nranks);
+    if (a == NULL || out == NULL) {
+        PyMem_Free(a);
+        Py_XDECREF(out);
+        return a == NULL ? PyErr_NoMemory() : NULL;
+    }
+    memcpy(a, values, (size_t)n * sizeof(double));
+    Py_ssize_t lo = 0, last = -1, negatives = -1;
+    for (Py_ssize_t j = 0; j < nranks; j++) {
+        Py_ssize_t r = PyLong_AsSsize_t(PyTuple_GetItem(ranks, j));
+        if ((r == -1 && PyErr_Occurred()) || r < 0 || r >= n || r < last) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "order_stats: ranks must ascend within [0, len(values))");
+            }
+            PyMem_Free(a);
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (r != last) {
+            select_kth(a, lo, n, r);
+            lo = r + 1;
+            last = r;
+        }
+        double v = a[r];
+        if (v == 0.0) { /* the stable sort's zero: the (r - negatives)-th zero in file order */
+            if (negatives < 0) {
+                negatives = 0;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    negatives += values[i] < 0.0;
+                }
+            }
+            Py_ssize_t want = r - negatives;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (values[i] == 0.0 && want-- == 0) {
+                    v = values[i];
+                    break;
+                }
+            }
+        }
+        PyObject *item = PyFloat_FromDouble(v);
+        if (item == NULL) {
+            PyMem_Free(a);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SetItem(out, j, item);
+    }
+    PyMem_Free(a);
+    return out;
+}
+
+PyDoc_STRVAR(fsum_doc,
+"fsum(values, /)\n"
+"--\n\n"
+"math.fsum() of native doubles (bytes/bytearray), by the same algorithm (Shewchuk's partials\n"
+"and its final half-even correction), so the same correctly rounded value. None when a partial\n"
+"is not finite (an inf or nan value, or an intermediate overflow): math.fsum decides those.");
+
+static PyObject *
+fsum(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    char *raw;
+    Py_ssize_t size;
+    if (raw_bytes(arg, &raw, &size) < 0) {
+        return NULL;
+    }
+    const double *v = (const double *)raw;
+    Py_ssize_t count = size / (Py_ssize_t)sizeof(double);
+    Py_ssize_t n = 0, m = 32;
+    double *p = PyMem_Malloc((size_t)m * sizeof(double));
+    if (p == NULL) {
+        return PyErr_NoMemory();
+    }
+    double x, y, t, hi, yr, lo = 0.0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        x = v[k];
+        Py_ssize_t i = 0;
+        for (Py_ssize_t j = 0; j < n; j++) {
+            y = p[j];
+            if (fabs(x) < fabs(y)) {
+                t = x;
+                x = y;
+                y = t;
+            }
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) {
+                p[i++] = lo;
+            }
+            x = hi;
+        }
+        n = i;
+        if (x != 0.0) {
+            if (!isfinite(x)) {
+                PyMem_Free(p);
+                Py_RETURN_NONE;
+            }
+            if (n >= m) {
+                double *grown = PyMem_Realloc(p, (size_t)(2 * m) * sizeof(double));
+                if (grown == NULL) {
+                    PyMem_Free(p);
+                    return PyErr_NoMemory();
+                }
+                p = grown;
+                m *= 2;
+            }
+            p[n++] = x;
+        }
+    }
+    hi = 0.0;
+    if (n > 0) {
+        hi = p[--n];
+        while (n > 0) { /* the exact sum from the top, until it becomes inexact */
+            x = hi;
+            y = p[--n];
+            hi = x + y;
+            yr = hi - x;
+            lo = y - yr;
+            if (lo != 0.0) {
+                break;
+            }
+        }
+        if (n > 0 && ((lo < 0.0 && p[n - 1] < 0.0) || (lo > 0.0 && p[n - 1] > 0.0))) {
+            y = lo * 2.0; /* half-even rounding across several partials */
+            x = hi + y;
+            yr = x - hi;
+            if (y == yr) {
+                hi = x;
+            }
+        }
+    }
+    PyMem_Free(p);
+    return PyFloat_FromDouble(hi);
+}
+
 static PyMethodDef methods[] = {
     {"parse_rows", parse_rows, METH_VARARGS, parse_rows_doc},
+    {"group_rows", group_rows, METH_VARARGS, group_rows_doc},
+    {"take", take, METH_VARARGS, take_doc},
+    {"order_stats", order_stats, METH_VARARGS, order_stats_doc},
+    {"fsum", fsum, METH_O, fsum_doc},
     {NULL, NULL, 0, NULL},
 };
 

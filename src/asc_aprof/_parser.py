@@ -72,6 +72,13 @@ The C records are ``ProfilingTask`` instances taken out of the cyclic GC
 can never be part of a cycle, and full collections no longer scale with the tasks parsed.
 Measured the same way: 0.48 µs/row (0.62x polars' time, GC share ~0), and one full collection
 of ~12 ms instead of eight up to ~150-235 ms while ``profile()`` parses a million tasks.
+
+Columnar mode (``columnar=``, :mod:`asc_aprof._columns`) makes no record at all: C appends each
+plain row's duration, id and the codes of its device, name and type to byte buffers, coding
+strings through the same per-call cache (a name already seen in the call costs a memcmp, not a
+str) and the run's shared tables, all after the row is fully checked so a fallback leaves no
+trace. Lines C leaves go through ``_lines`` as always and their tasks are converted by the one
+pure-Python conversion, which is the reference: both paths give the same bytes and tables.
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
+from ._columns import ID_MAX, NO_ID, ColumnBatch, Tables
 from ._counters import NAN, TaskCounters, counter_indexes
 from ._errors import ParseError
 from ._records import ProfilingTask
@@ -148,6 +156,11 @@ class TaskParser:
         ``N/A`` as None; :meth:`take_counters` hands them out, aligned with the tasks returned.
         A counter cell that is neither a finite number nor ``N/A`` is a :class:`ParseError`.
         Both row loops read them, with identical results.
+    :param columnar: build no task: :meth:`feed` and :meth:`close` return ``[]`` and every task
+        goes to columns (:meth:`take_columns`), its device, name and type coded with these
+        :class:`~asc_aprof._columns.Tables` (``True``: new ones). The C row loop fills them
+        straight from the bytes; the pure one converts its tasks (the reference). Ids must fit
+        in int64 (a :class:`ParseError` otherwise).
     :raises RuntimeError: for ``accelerated=True`` when the extension is not built
     """
 
@@ -160,6 +173,7 @@ class TaskParser:
         accelerated: bool | None = None,
         keep: Sequence[Sequence[str]] = (),
         counters: bool = False,
+        columnar: Tables | bool = False,
     ) -> None:
         if accelerated and _parse_rows is None:
             raise RuntimeError("asc_aprof._cparser is not built: only the pure-Python parser is available")
@@ -167,6 +181,25 @@ class TaskParser:
             raise RuntimeError("keep= needs the pure-Python row loop (accelerated=False)")
         #: whether this parser runs the C row loop
         self.accelerated: bool = (ACCELERATED if accelerated is None else accelerated) and not keep
+        if keep and columnar:
+            raise RuntimeError("keep= and columnar= cannot be combined")
+        #: the value tables of a columnar parser (None: it returns tasks)
+        self.tables: Tables | None = (
+            columnar if isinstance(columnar, Tables) else (Tables.new() if columnar else None)
+        )
+        self._col_out: list[bytearray] = [bytearray() for _ in range(5)] if self.tables else []
+        self._columnar_args: tuple[object, ...] | None = None
+        if self.tables is not None:
+            t = self.tables
+            self._columnar_args = (
+                self._col_out,
+                t.names.codes,
+                t.names.values,
+                t.types.codes,
+                t.types.values,
+                t.devices.codes,
+                t.devices.values,
+            )
         self._keep_aliases = tuple(tuple(aliases) for aliases in keep)
         #: the kept cells of each task returned so far, one tuple per task (see ``keep``)
         self.kept: list[tuple[str | None, ...]] = []
@@ -227,20 +260,49 @@ class TaskParser:
             data = _as_bytes(data)
         if not data:
             return []
-        buf = self._pending + data if self._pending else data
+        pending = self._pending
+        if self.accelerated and pending:
+            cut = data.rfind(b"\n")
+            if cut >= 0:
+                # The pending tail completes at the first newline: parse that line on its own and
+                # the rest in place, rather than copying the whole chunk behind the tail.
+                first = data.find(b"\n")
+                head = pending + data[: first + 1]
+                self._pending = data[cut + 1 :]
+                before = self._columnar_rows()
+                tasks = self._fast_lines(head, len(head) - 1)
+                if first < cut:
+                    tasks += self._fast_lines(data, cut, first + 1)
+                self._untaken += len(tasks) + self._columnar_rows() - before
+                self._check_tail()
+                return tasks
+        buf = pending + data if pending else data
         cut = buf.rfind(b"\n")
         if cut < 0:
             self._pending = buf
             self._check_tail()
             return []
         self._pending = buf[cut + 1 :]
+        before = self._columnar_rows()
         if self.accelerated:
             tasks = self._fast_lines(buf, cut)
         else:
-            tasks = self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
-        self._untaken += len(tasks)
+            tasks = self._emit(self._lines(buf[:cut].decode("utf-8", "replace").split("\n")))
+        self._untaken += len(tasks) + self._columnar_rows() - before
         self._check_tail()
         return tasks
+
+    def _columnar_rows(self) -> int:
+        return len(self._col_out[0]) // 8 if self._col_out else 0
+
+    def _emit(self, tasks: list[ProfilingTask]) -> list[ProfilingTask]:
+        """*tasks* as they are returned: themselves, or (columnar) appended to the columns."""
+        if self.tables is None or not tasks:
+            return tasks
+        batch = ColumnBatch.from_tasks(tasks, self.tables)  # ids checked by _rows
+        for column, part in zip(self._col_out, batch[:5], strict=True):
+            column += part
+        return []
 
     def _check_tail(self) -> None:
         # A UTF-8 character is at most 4 bytes: a tail over 4x the limit is an over-long line
@@ -255,16 +317,17 @@ class TaskParser:
         """
         self._check_usable()
         tail, self._pending = self._pending, b""
+        before = self._columnar_rows()
         if not tail.strip():
             tasks = []
         elif self.accelerated:
             tasks = self._fast_lines(tail, len(tail))
         else:
-            tasks = self._lines([tail.decode("utf-8", "replace")])
+            tasks = self._emit(self._lines([tail.decode("utf-8", "replace")]))
         self._closed = True
         if self.kind is None:
             self._fail("empty file: no header row", 0)
-        self._untaken += len(tasks)
+        self._untaken += len(tasks) + self._columnar_rows() - before
         return tasks
 
     def take_counters(self) -> TaskCounters:
@@ -277,6 +340,21 @@ class TaskParser:
         self._counter_values = [array("d") for _ in self._counter_values]
         length, self._untaken = self._untaken, 0
         return TaskCounters._wrap(values, length)
+
+    def take_columns(self) -> ColumnBatch:
+        """A columnar parser's tasks since the last call (with their counters, when read).
+
+        Call it after :meth:`feed` / :meth:`close`; codes refer to :attr:`tables`.
+        """
+        if self.tables is None:
+            raise RuntimeError("take_columns() needs TaskParser(columnar=...)")
+        length = self._untaken
+        counters = self.take_counters() if self.counters else None
+        self._untaken = 0
+        duration, ids, device, name, ttype = (bytes(column) for column in self._col_out)
+        for column in self._col_out:
+            column.clear()
+        return ColumnBatch(duration, ids, device, name, ttype, length, counters)
 
     @property
     def tasks_out(self) -> int:
@@ -344,11 +422,11 @@ class TaskParser:
             self._fail(f"line longer than {limit} characters", self._line + 1)
         return self._rows(lines)
 
-    def _fast_lines(self, buf: bytes, end: int) -> list[ProfilingTask]:
-        """The lines of ``buf[:end]`` through the C row loop; the lines it leaves go to _lines."""
+    def _fast_lines(self, buf: bytes, end: int, start: int = 0) -> list[ProfilingTask]:
+        """The lines of ``buf[start:end]`` through the C row loop; the lines it leaves go to _lines."""
         assert _parse_rows is not None
         out: list[ProfilingTask] = []
-        pos = 0
+        pos = start
         batch = 1
         while True:
             if self.kind is not None:
@@ -371,6 +449,7 @@ class TaskParser:
                     min(self._max_line_length, sys.maxsize),
                     self._i_counters,
                     self._scratch,
+                    self._columnar_args,
                 )
                 self.data_rows += rows
                 self._line += lines
@@ -389,7 +468,7 @@ class TaskParser:
                 if stop < 0:
                     stop = end
                     break
-            out += self._lines(buf[pos:stop].decode("utf-8", "replace").split("\n"))
+            out += self._emit(self._lines(buf[pos:stop].decode("utf-8", "replace").split("\n")))
             if stop == end:
                 return out
             pos = stop + 1
@@ -425,6 +504,7 @@ class TaskParser:
         i_counters = self._i_counters
         counter_values = self._counter_values
         counter_names = self.counter_columns
+        check_ids = self.tables is not None and i_id is not None
         index = -1
         try:
             for index, line in enumerate(lines):  # noqa: B007 - index names the bad line
@@ -489,6 +569,8 @@ class TaskParser:
                         task_id = int(id_text)
                     except ValueError:
                         task_id = _optional_int(id_text, "task id")
+                    if check_ids and task_id is not None and not NO_ID < task_id <= ID_MAX:
+                        raise _RowError(f"task id {task_id} does not fit the 64-bit id column")
                 if i_dev is None:
                     device = default_device
                 else:

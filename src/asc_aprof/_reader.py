@@ -25,6 +25,12 @@ kept per row), so they are opt-in: the default read is the accelerated one, unch
 the extra columns by the header, a timed read holds back a file's first bytes until its header
 line is complete, reads that line with a throwaway parser, then builds the real one.
 
+Columnar reads (``RunReader(files, columnar=True)``, :func:`iter_file_columns`,
+:func:`aiter_file_columns`) build no task: plain files go through the parser's columnar mode
+(the C row loop fills the columns from the bytes), every file of the run coding devices, names
+and types with one set of tables; the level-0 join reads its files as above and converts the
+joined tasks, so a columnar read holds exactly the tasks a task read gives.
+
 With ``counters=True`` every parser also reads the PMU counter columns, and each batch comes with
 the counters of its tasks (:class:`TaskBatch`), aligned with them; a dropped batch drops its
 counters too. :class:`DeviceSplit` files batches by device, counters along.
@@ -37,9 +43,11 @@ nothing), but it is said: a warning on the ``asc_aprof`` logger names the file a
 from __future__ import annotations
 
 import contextlib
+import datetime
 import decimal
 import enum
 import logging
+import os
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -47,6 +55,7 @@ from typing import Final, NamedTuple
 import anyio
 import anyio.lowlevel
 
+from ._columns import ColumnBatch, ColumnBuilder, Tables, TaskColumns
 from ._counters import CounterBuilder, TaskCounters
 from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs, task_time_beside
@@ -59,6 +68,8 @@ logger = logging.getLogger("asc_aprof")
 SYNC_CHUNK: Final = 1 << 20
 #: Parsed on the event loop between checkpoints: small enough to stay around a millisecond.
 ASYNC_CHUNK: Final = 32 << 10
+#: A columnar read makes no object per task: a slice of about the same parse time is larger.
+ASYNC_COLUMN_CHUNK: Final = 512 << 10
 
 STREAM_COLUMNS: Final = ("Stream ID", "stream_id")
 #: Start-time columns and their unit in nanoseconds (the header says the unit; old op_summary
@@ -175,8 +186,13 @@ class RunReader:
         timed: bool = False,
         extra: Callable[[Sequence[str]], Sequence[str]] | None = None,
         counters: bool = False,
+        columnar: bool = False,
     ) -> None:
+        if columnar and timed:
+            raise ValueError("RunReader: a timed read cannot be columnar")
         self._files = list(files)
+        #: the value tables of a columnar read (None: it returns tasks)
+        self.tables: Tables | None = Tables.new() if columnar else None
         self._timed = timed
         self._extra = extra
         self.counters = counters
@@ -223,6 +239,7 @@ class RunReader:
             accelerated=False if keep else None,
             keep=(*JOIN_KEEP, *((name,) for name in extra)) if keep else (),
             counters=self.counters,
+            columnar=self.tables if self.tables is not None and not keep else False,
         )
 
     def _extra_columns(self, held: bytes) -> Sequence[str]:
@@ -245,6 +262,37 @@ class RunReader:
 
     def feed_batch(self, data: bytes) -> TaskBatch:
         """As :meth:`feed`, with the tasks' counters (None unless the reader reads counters)."""
+        if self.tables is not None:
+            raise RuntimeError("RunReader(columnar=True): use feed_columns()")
+        return self._feed(data)
+
+    def feed_columns(self, data: bytes) -> ColumnBatch:
+        """A columnar reader's :meth:`feed`: the columns of the tasks the bytes completed."""
+        if self.tables is None:
+            raise RuntimeError("RunReader.feed_columns() needs RunReader(columnar=True)")
+        batch = self._feed(data)
+        parser = self._parser
+        if parser is not None and parser.tables is not None:  # a plain file, parsed into columns
+            columns = parser.take_columns()
+            if columns.length and self._first_batch:
+                self._first_batch = False
+                unknown = parser.tables.types.codes.get(UNKNOWN_TYPE)
+                if (
+                    parser.kind == "op_summary"
+                    and unknown is not None
+                    and unknown in memoryview(columns.type).cast("i")
+                    and self._needs_types()
+                ):
+                    return self._no_columns()
+            return columns
+        if not batch.tasks:
+            return self._no_columns()
+        return ColumnBatch.from_tasks(batch.tasks, self.tables, batch.counters)
+
+    def _no_columns(self) -> ColumnBatch:
+        return ColumnBatch(b"", b"", b"", b"", b"", 0, TaskCounters() if self.counters else None)
+
+    def _feed(self, data: bytes) -> TaskBatch:
         if not self.reading:
             raise RuntimeError("RunReader.feed() without a file being read")
         parser = self._parser
@@ -277,7 +325,8 @@ class RunReader:
 
     def _after(self, parser: TaskParser, tasks: list[ProfilingTask]) -> TaskBatch:
         kept, parser.kept = parser.kept, []
-        counters = parser.take_counters() if self.counters else None
+        # a columnar parser's counters go out with its columns (feed_columns)
+        counters = parser.take_counters() if self.counters and parser.tables is None else None
         self.kept = []
         if self._phase is _Phase.TYPES:
             self._add_types(parser, tasks, kept)
@@ -288,17 +337,16 @@ class RunReader:
             return TaskBatch(out, counters)
         if tasks and self._first_batch:
             self._first_batch = False
-            if parser.kind == "op_summary" and self._needs_types(tasks):
+            unknown = UNKNOWN_TYPE in {t.type for t in tasks}
+            if parser.kind == "op_summary" and unknown and self._needs_types():
                 return self._none()
         self.kept = kept
         return TaskBatch(tasks, counters)
 
     # -- level 0 --------------------------------------------------------------------------------
-    def _needs_types(self, first: list[ProfilingTask]) -> bool:
-        """Switch to the joined read of this file when its first tasks lack a type."""
+    def _needs_types(self) -> bool:
+        """Switch to the joined read of this file (its first tasks lack a type), when there is one."""
         assert self._file is not None
-        if UNKNOWN_TYPE not in {t.type for t in first}:
-            return False
         plan: list[tuple[_Phase, CsvFile]] = []
         if self._types is None:
             self._types = {}
@@ -411,6 +459,92 @@ async def aiter_file_batches(
                     await anyio.lowlevel.checkpoint()
                     if not reader.reading:
                         break
+
+
+def iter_file_columns(files: Sequence[CsvFile], *, counters: bool = False) -> Iterator[ColumnBatch]:
+    """Batches of columns (with their counters, when asked) from *files*, read in 1 MiB chunks.
+
+    Codes refer to one set of tables for all the files (the batches' reader's: see
+    :func:`read_file_columns`).
+    """
+    reader = RunReader(files, counters=counters, columnar=True)
+    yield from _columns_of(reader)
+
+
+def _columns_of(reader: RunReader) -> Iterator[ColumnBatch]:
+    while (csv_file := reader.next_file()) is not None:
+        with open(csv_file.path, "rb") as stream:
+            while reader.reading:
+                batch = reader.feed_columns(stream.read(SYNC_CHUNK))
+                if batch.length:
+                    yield batch
+
+
+def read_file_columns(
+    files: Sequence[CsvFile], *, counters: bool = False, run_id: str | None = None
+) -> TaskColumns:
+    """Every task of *files* as one :class:`TaskColumns` (no task object is made)."""
+    reader = RunReader(files, counters=counters, columnar=True)
+    assert reader.tables is not None
+    builder = ColumnBuilder(counters, reader.tables)
+    for batch in _columns_of(reader):
+        builder.add(batch)
+    return builder.build(run_id, _now())
+
+
+async def aread_file_columns(
+    files: Sequence[CsvFile], *, counters: bool = False, run_id: str | None = None
+) -> TaskColumns:
+    """:func:`read_file_columns` with anyio's file API, as :func:`aiter_file_batches` reads.
+
+    Cancelled: the file being read is closed and nothing is kept.
+    """
+    reader = RunReader(files, counters=counters, columnar=True)
+    assert reader.tables is not None
+    builder = ColumnBuilder(counters, reader.tables)
+    while (csv_file := reader.next_file()) is not None:
+        async with await anyio.open_file(csv_file.path, "rb") as stream:
+            while reader.reading:
+                chunk = await stream.read(SYNC_CHUNK)
+                if not chunk:
+                    builder.add(reader.feed_columns(b""))
+                    break
+                view = memoryview(chunk)
+                for start in range(0, len(chunk), ASYNC_COLUMN_CHUNK):
+                    builder.add(reader.feed_columns(bytes(view[start : start + ASYNC_COLUMN_CHUNK])))
+                    await anyio.lowlevel.checkpoint()
+                    if not reader.reading:
+                        break
+    return builder.build(run_id, _now())
+
+
+def read_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
+    """Every task of an exported run as :class:`~asc_aprof.TaskColumns`, without a task object.
+
+    The fast way to a large run's statistics: ``kernel_stats(read_columns(run))`` reads what
+    ``store_result`` reads (every device, level-0 types joined) into columns, in C when the
+    extension is built, and gives the same statistics.
+
+    :param counters: also read the PMU counters (``TaskColumns.counters``)
+    :raises UsageError: when the run has no exported CSV (``export()`` it first)
+    :raises ParseError: for a malformed CSV (file and line)
+    """
+    path = Path(run_dir)
+    return read_file_columns(summary_csvs_or_error(path), counters=counters, run_id=path.name)
+
+
+async def aread_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
+    """:func:`read_columns` with anyio's file API: the event loop gets a checkpoint per 512 KiB.
+
+    Cancelled: the file being read is closed and nothing is kept (no task, no column).
+    """
+    path = Path(run_dir)
+    files = summary_csvs_or_error(path)
+    return await aread_file_columns(files, counters=counters, run_id=path.name)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
 
 
 class RunTasks:

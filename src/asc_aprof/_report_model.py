@@ -11,7 +11,8 @@ group's label. ``skip`` drops the leading samples of each kernel *per slice* (wa
 per run), and keeps them all when a kernel has no more than ``skip`` samples there, as
 :func:`~asc_aprof.task_time_median` does.
 
-Statistics: medians are numpy's (linear interpolation). The interval of a median is the
+Statistics: medians are numpy's (linear interpolation); comparisons read the inputs as columns
+(:class:`~asc_aprof.TaskColumns`), grouped once per side. The interval of a median is the
 distribution-free one from order statistics: with n samples, the number below the true median is
 Binomial(n, 1/2), so ``[x_(k), x_(n+1-k)]`` covers it with probability ``1 - 2 P(B <= k-1)``;
 k is the largest rank whose coverage is still at least the confidence (exact binomial sums up to
@@ -37,9 +38,10 @@ import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ._columns import TaskColumns
 from ._errors import UsageError
 from ._records import ProfilingResult, ProfilingTask
-from ._stats import compare_tasks, quantile
+from ._stats import DURATION, column_side_values, compare_tasks, quantile
 from ._timeline import TimedTask, Timeline
 from ._verdict import bound_verdict
 
@@ -358,13 +360,15 @@ def _verdict_of(significant: bool, change: float, threshold: float) -> str:
 
 
 def _comparison(base: Sequence[Slice], new: Sequence[Slice], threshold: float) -> list[ChangeView]:
-    base_tasks = [t for s in base for t in s.tasks]
-    new_tasks = [t for s in new for t in s.tasks]
+    # as columns: the comparison and each kernel's durations come from one grouping per side
+    base_columns = TaskColumns([t for s in base for t in s.tasks])
+    new_columns = TaskColumns([t for s in new for t in s.tasks])
+    base_values = column_side_values([base_columns], DURATION, "BASE", 0)
+    new_values = column_side_values([new_columns], DURATION, "NEW", 0)
     out = []
-    for change in compare_tasks(base_tasks, new_tasks):
+    for change in compare_tasks(base_columns, new_columns):
         key = (change.device, change.name)
-        b = [t.duration for t in base_tasks if (t.device, t.name) == key]
-        n = [t.duration for t in new_tasks if (t.device, t.name) == key]
+        b, n = base_values[key], new_values[key]
         out.append(
             ChangeView(
                 change.device,

@@ -20,6 +20,14 @@ distribution (continuous, independent samples). The largest *j* whose coverage i
 the requested confidence is taken, so the exact coverage is reported along with the interval; it
 is at least the requested level once n >= 6 (at 95%), and a little above it (discreteness).
 Outliers are flagged with Tukey's fences (1.5 interquartile ranges beyond the quartiles).
+
+Columns: every function also takes :class:`~asc_aprof.TaskColumns` (``read_columns()``) wherever
+it takes a result, and then builds no task: rows are grouped by their (device, name) codes, each
+group's durations gathered into one array, and the quantiles picked by selection
+(:mod:`asc_aprof._columns`), with the same skip, the same order of groups and the same
+arithmetic on the same values, so the statistics are identical to the task path's to the last
+digit (the tests hold both to it on real and generated runs). Runs of both kinds given together
+are all read as columns.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, TypeAlias
 
+from ._columns import TaskColumns, counter_bytes, exact_sum, group_rows, quantiles_of, take
 from ._counters import TaskCounters
 from ._errors import InvalidArgumentError
 from ._records import ProfilingResult, ProfilingTask
@@ -40,11 +49,11 @@ from ._verdict import Verdict, bound_verdict
 DURATION: Final = "duration_us"
 
 Key = tuple[int | None, str]
-TaskSource = ProfilingResult | Iterable[ProfilingTask]
+TaskSource = ProfilingResult | TaskColumns | Iterable[ProfilingTask]
 #: One source per run (e.g. ``results`` or ``[r.tasks for r in results]``).
 Runs: TypeAlias = Iterable[TaskSource]
 #: One run's tasks and (when read) their counters, aligned.
-_Run = tuple[Sequence[ProfilingTask], TaskCounters | None]
+_Run = tuple[Sequence[ProfilingTask], TaskCounters | None] | TaskColumns
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
@@ -85,6 +94,27 @@ class KernelStats:
     counters: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     verdict: Verdict | None = None
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> KernelStats:
+        """Rebuild what :meth:`to_dict` wrote (a report's ``kernels`` entry, any version)."""
+        counters = data.get("counters")
+        verdict = data.get("verdict")
+        return cls(
+            device=None if data.get("device") is None else int(data["device"]),
+            name=str(data["name"]),
+            type=str(data["type"]),
+            count=int(data["count"]),
+            median_us=float(data["median_us"]),
+            p10_us=float(data["p10_us"]),
+            p90_us=float(data["p90_us"]),
+            min_us=float(data["min_us"]),
+            max_us=float(data["max_us"]),
+            mean_us=float(data["mean_us"]),
+            total_us=float(data["total_us"]),
+            counters={str(k): None if v is None else float(v) for k, v in (counters or {}).items()},
+            verdict=None if verdict is None else Verdict.from_dict(verdict),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """The report's ``kernels`` entry: every field; ``counters`` and ``verdict`` are null when
         no counters were given."""
@@ -98,9 +128,15 @@ class KernelStats:
         return out
 
 
-def _source(
-    tasks: TaskSource, counters: TaskCounters | None
-) -> tuple[Sequence[ProfilingTask], TaskCounters | None]:
+def _source(tasks: TaskSource, counters: TaskCounters | None) -> _Run:
+    if isinstance(tasks, TaskColumns):
+        if counters is None:
+            return tasks
+        if len(counters) != len(tasks):
+            raise InvalidArgumentError(f"counters has {len(counters)} rows for {len(tasks)} tasks")
+        return TaskColumns._wrap(
+            tasks._cols, tasks._tables, len(tasks), counters, tasks.run_id, tasks.stored_at
+        )
     if isinstance(tasks, ProfilingResult):
         return tasks.tasks, counters if counters is not None else tasks.counters
     seq = tasks if isinstance(tasks, Sequence) else list(tasks)
@@ -183,7 +219,9 @@ def _merge_runs(
     runs: Iterable[_Run], *, device: int | None, name: str | None, skip: int
 ) -> dict[Key, _Merged]:
     merged: dict[Key, _Merged] = {}
-    for seq, counted in runs:
+    for run in runs:
+        assert not isinstance(run, TaskColumns)
+        seq, counted = run
         if counted is None:
             for key, (ktype, durations) in _duration_groups(seq, device=device, name=name, skip=skip).items():
                 entry = merged.get(key)
@@ -232,7 +270,17 @@ def run_kernel_stats(
     return _kernel_stats([_source(run, None) for run in runs], device=device, name=name, skip=skip)
 
 
+def _as_columns(runs: list[_Run]) -> list[TaskColumns] | None:
+    """All runs as columns when any is (None: all are tasks, the task path)."""
+    if not any(isinstance(run, TaskColumns) for run in runs):
+        return None
+    return [run if isinstance(run, TaskColumns) else TaskColumns(run[0], run[1]) for run in runs]
+
+
 def _kernel_stats(runs: list[_Run], *, device: int | None, name: str | None, skip: int) -> list[KernelStats]:
+    columns = _as_columns(runs)
+    if columns is not None:
+        return _column_kernel_stats(columns, device=device, name=name, skip=skip)
     out: list[KernelStats] = []
     for (dev, kname), group in _merge_runs(runs, device=device, name=name, skip=skip).items():
         values = sorted(group.durations)
@@ -334,11 +382,11 @@ def bootstrap_change(
         return [values[int(i * step)] for i in range(max_samples)]
 
     b, n = thin(base), thin(new)
-    base_median = _median(base)
+    base_median = _fast_median(base)
     if base_median == 0:
-        same = _median(new) == 0
+        same = _fast_median(new) == 0
         return (0.0, 0.0, 0.0) if same else (math.inf, math.inf, math.inf)
-    change = (_median(new) - base_median) / base_median * 100.0
+    change = (_fast_median(new) - base_median) / base_median * 100.0
     ratios: list[float] = []
     for _ in range(resamples):
         mb = _median(rng.choices(b, k=len(b)))
@@ -413,7 +461,9 @@ def compare_runs(
 def _side_values(runs: list[_Run], metric: str, which: str, skip: int) -> dict[Key, list[float]]:
     """*metric*'s values per (device, kernel) over one side's runs (``N/A`` left out)."""
     out: dict[Key, list[float]] = {}
-    for seq, counted in runs:
+    for run in runs:
+        assert not isinstance(run, TaskColumns)
+        seq, counted = run
         if metric == DURATION:  # the faster way: no index lists
             for key, (_, durations) in _duration_groups(seq, device=None, name=None, skip=skip).items():
                 out.setdefault(key, []).extend(durations)
@@ -427,8 +477,15 @@ def _side_values(runs: list[_Run], metric: str, which: str, skip: int) -> dict[K
 def _compare(
     base: list[_Run], new: list[_Run], *, metric: str, skip: int, resamples: int
 ) -> list[KernelChange]:
-    gb = _side_values(base, metric, "BASE", skip)
-    gn = _side_values(new, metric, "NEW", skip)
+    gb: Mapping[Key, Sequence[float]]
+    gn: Mapping[Key, Sequence[float]]
+    base_columns, new_columns = _as_columns(base), _as_columns(new)
+    if base_columns is not None or new_columns is not None:
+        gb = column_side_values(base_columns or _as_columns_all(base), metric, "BASE", skip)
+        gn = column_side_values(new_columns or _as_columns_all(new), metric, "NEW", skip)
+    else:
+        gb = _side_values(base, metric, "BASE", skip)
+        gn = _side_values(new, metric, "NEW", skip)
     out: list[KernelChange] = []
     for key, bd in gb.items():
         nd = gn.get(key)
@@ -437,7 +494,7 @@ def _compare(
         if not bd or not nd:
             continue  # every value N/A on one side
         change, low, high = bootstrap_change(bd, nd, resamples=resamples)
-        base_median, new_median = _median(bd), _median(nd)
+        base_median, new_median = _fast_median(bd), _fast_median(nd)
         if metric == DURATION:
             base_median, new_median = round(base_median, 3), round(new_median, 3)
         out.append(
@@ -458,6 +515,136 @@ def _compare(
         )
     out.sort(key=lambda c: abs(c.change_pct), reverse=True)
     return out
+
+
+# -- the columnar path ---------------------------------------------------------------------------
+def _fast_median(values: Sequence[float]) -> float:
+    """:func:`_median`, by selection when *values* are a column's doubles (a ``memoryview``)."""
+    if isinstance(values, memoryview) and len(values) > 64:
+        return quantiles_of(values.tobytes(), (0.5,))[0.5]
+    return _median(values)
+
+
+def _as_columns_all(runs: list[_Run]) -> list[TaskColumns]:
+    return [run if isinstance(run, TaskColumns) else TaskColumns(run[0], run[1]) for run in runs]
+
+
+@dataclasses.dataclass(slots=True)
+class _Pieces:
+    """One (device, kernel) over runs: type, and where its rows are (run, start, stop of its order)."""
+
+    type: str
+    spans: list[tuple[int, int, int]]
+
+
+def _column_groups(
+    runs: Sequence[TaskColumns], *, device: int | None, name: str | None, skip: int
+) -> tuple[dict[Key, _Pieces], list[bytes]]:
+    """Every run's rows per (device, kernel), merged over runs, and each run's row order."""
+    merged: dict[Key, _Pieces] = {}
+    orders: list[bytes] = []
+    for index, cols in enumerate(runs):
+        grouping = group_rows(cols, skip)
+        orders.append(grouping.order)
+        devices, names, types = cols.devices, cols.names, cols.types
+        type_codes = cols.type_codes()
+        starts = grouping.starts
+        for g, (dev_code, name_code, first) in enumerate(grouping.keys):
+            key = (devices[dev_code], names[name_code])
+            if (device is not None and key[0] != device) or (name is not None and key[1] != name):
+                continue
+            entry = merged.get(key)
+            if entry is None:
+                entry = merged[key] = _Pieces(types[type_codes[first]], [])
+            entry.spans.append((index, starts[g], starts[g + 1]))
+    return merged, orders
+
+
+def _gather(
+    sources: Sequence[bytes | bytearray | None],
+    orders: Sequence[bytes],
+    spans: list[tuple[int, int, int]],
+    drop_nan: bool,
+) -> bytes:
+    """The values at one group's rows over runs (a None source: a run without that column)."""
+    parts = [
+        take(source, orders[run], start, stop, drop_nan=drop_nan)
+        for run, start, stop in spans
+        if (source := sources[run]) is not None
+    ]
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _column_kernel_stats(
+    runs: Sequence[TaskColumns], *, device: int | None, name: str | None, skip: int
+) -> list[KernelStats]:
+    merged, orders = _column_groups(runs, device=device, name=name, skip=skip)
+    durations = [cols._cols[0] for cols in runs]
+    counted = [counter_bytes(c.counters) if c.counters is not None else None for c in runs]
+    out: list[KernelStats] = []
+    for (dev, kname), entry in merged.items():
+        values = _gather(durations, orders, entry.spans, False)
+        n = len(values) // 8
+        total = exact_sum(values)
+        q = quantiles_of(values, (0.1, 0.5, 0.9), extremes=True)
+        median = round(q[0.5], 3)
+        medians: dict[str, float | None] = {}
+        verdict = None
+        if any(counted[run] is not None for run, _, _ in entry.spans):
+            # the columns of the counted runs holding the kernel, in order of first appearance
+            columns = dict.fromkeys(c for run, _, _ in entry.spans for c in counted[run] or ())
+            for column in columns:
+                picked = _gather(
+                    [None if c is None else c.get(column) for c in counted], orders, entry.spans, True
+                )
+                medians[column] = quantiles_of(picked, (0.5,))[0.5] if picked else None
+            verdict = bound_verdict(medians, median)
+        out.append(
+            KernelStats(
+                device=dev,
+                name=kname,
+                type=entry.type,
+                count=n,
+                median_us=median,
+                p10_us=round(q[0.1], 3),
+                p90_us=round(q[0.9], 3),
+                min_us=q[-math.inf],
+                max_us=q[math.inf],
+                mean_us=round(total / n, 3),
+                total_us=round(total, 3),
+                counters=medians,
+                verdict=verdict,
+            )
+        )
+    out.sort(key=lambda s: s.total_us, reverse=True)
+    return out
+
+
+def column_side_values(
+    runs: Sequence[TaskColumns], metric: str, which: str, skip: int
+) -> dict[Key, memoryview[float]]:
+    """*metric*'s values per (device, kernel) over one side's runs (``N/A`` left out), as doubles."""
+    merged, orders = _column_groups(runs, device=None, name=None, skip=skip)
+    sources: list[bytes | bytearray | None]
+    if metric == DURATION:
+        sources = [cols._cols[0] for cols in runs]
+    else:
+        sources = []
+        for cols in runs:
+            counters = cols.counters
+            if counters is None:
+                raise InvalidArgumentError(
+                    f"metric={metric!r} needs the PMU counters of {which} (parse it with counters=True, "
+                    "or give a report written with counters)"
+                )
+            if metric not in counters:
+                shown = ", ".join(counters.columns) or "none: its CSV had no PMU column"
+                raise InvalidArgumentError(f"{which} has no counter {metric!r} (its counters: {shown})")
+            sources.append(counters._values[metric].tobytes())
+    return {
+        key: memoryview(_gather(sources, orders, entry.spans, metric != DURATION)).cast("d")
+        for key, entry in merged.items()
+    }
 
 
 # -- the median's interval and outliers -------------------------------------------------------------------

@@ -23,13 +23,21 @@ from typing import Any, Final
 
 import anyio
 
+from ._columns import TaskColumns
 from ._discovery import discover_toolkit
 from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
 from ._layout import MERGED_DIR, find_summary_csvs
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
-from ._report import load_json, report, runs_of
-from ._report import load_results as load_results_of
+from ._report import (
+    JsonRuns,
+    load_json_columns,
+    load_run_columns,
+    no_samples_error,
+    report,
+    runs_of,
+    stored_report,
+)
 from ._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._toolkit import Toolkit
 from ._verdict import VERDICT_RULE, Verdict, VerdictKind
@@ -257,24 +265,35 @@ def _toolkit_for(args: argparse.Namespace) -> Toolkit:
     return discover_toolkit()
 
 
-def load_results(
-    path: Path, args: argparse.Namespace, *, export: bool = True, counters: bool = False
-) -> list[ProfilingResult]:
-    """Results from a JSON report/result file, a result directory or a PROF_* run (see _report).
+def load_columns(
+    path: Path, args: argparse.Namespace, *, counters: bool = False
+) -> list[TaskColumns] | JsonRuns:
+    """The runs under *path* as columns (no task object is made), or, for a version-3 report
+    without samples, what it holds (its statistics).
 
     With *counters*, a JSON file must hold them (a report written with ``--metrics``).
     """
     if path.is_file() and path.suffix == ".json":
-        results = load_json(path)
-        if counters and any(r.counters is None for r in results):
+        loaded = load_json_columns(path)
+        if loaded.runs is None:
+            return loaded
+        if counters and any(r.counters is None for r in loaded.runs):
             raise CliError(
                 f"{path}: this JSON has no PMU counters (write it with `asc-aprof summary --metrics --json`)"
             )
-        return results
+        return list(loaded.runs)
     runs = runs_of(path)
-    needs_export = export and any(not find_summary_csvs(run) for run in runs)
+    needs_export = any(not find_summary_csvs(run) for run in runs)
     toolkit = _toolkit_for(args) if needs_export else None
-    return load_results_of(path, toolkit=toolkit, export_timeout=args.timeout, counters=counters)
+    return load_run_columns(path, toolkit=toolkit, export_timeout=args.timeout, counters=counters)
+
+
+def compared_columns(path: Path, args: argparse.Namespace, counters: bool) -> list[TaskColumns]:
+    """One side of ``compare``: it needs every sample (a report without them is refused)."""
+    loaded = load_columns(path, args, counters=counters)
+    if isinstance(loaded, JsonRuns):
+        raise no_samples_error(path)
+    return loaded
 
 
 def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:
@@ -409,19 +428,54 @@ def print_metrics_legend() -> None:
 
 
 # -- commands -------------------------------------------------------------------------------------------
+def _stored_stats(path: Path, loaded: JsonRuns, args: argparse.Namespace) -> list[KernelStats]:
+    """The statistics a report without samples was written with, filtered by --device / --name."""
+    if len(args.paths) > 1 or args.samples:
+        what = "merged with other inputs" if len(args.paths) > 1 else "written with --samples"
+        raise CliError(f"{no_samples_error(path)}; it cannot be {what}")
+    if args.skip != loaded.skip:
+        raise CliError(
+            f"{path}: its statistics were computed with --skip {loaded.skip}, not {args.skip}; "
+            f"{no_samples_error(path)}"
+        )
+    stats = [
+        k
+        for k in loaded.kernels
+        if (args.device is None or k.device == args.device) and (args.name is None or k.name == args.name)
+    ]
+    if args.metrics and any(k.verdict is None for k in stats):
+        raise CliError(
+            f"{path}: this JSON has no PMU counters (write it with `asc-aprof summary --metrics --json`)"
+        )
+    if not stats:
+        raise CliError(f"{path}: no kernel matches --device / --name among its {len(loaded.kernels)} kernels")
+    return stats
+
+
 def cmd_summary(args: argparse.Namespace) -> int:
-    results: list[ProfilingResult] = []
+    columns: list[TaskColumns] = []
+    stored: list[tuple[Path, JsonRuns]] = []
     for path in args.paths:
-        results.extend(load_results(Path(path), args, counters=args.metrics))
-    stats = run_kernel_stats(results, device=args.device, name=args.name, skip=args.skip)
+        loaded = load_columns(Path(path), args, counters=args.metrics)
+        if isinstance(loaded, JsonRuns):
+            stored.append((Path(path), loaded))
+        else:
+            columns.extend(loaded)
+    if stored:
+        stats = _stored_stats(*stored[0], args)
+        run_ids = list(stored[0][1].run_ids)
+    else:
+        stats = run_kernel_stats(columns, device=args.device, name=args.name, skip=args.skip)
+        run_ids = [c.run_id or "-" for c in columns]
     if args.json:
-        json.dump(report(results, stats), sys.stdout)
+        data = stored_report(stored[0][1], stats) if stored else None
+        json.dump(data or report(columns, stats, samples=args.samples, skip=args.skip), sys.stdout)
         print()
         return 0
     if not stats:
-        tasks = [t for r in results for t in r.tasks]
+        tasks = [t for c in columns for t in c.iter_tasks()]  # only to say why nothing matched
         raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
-    runs = ", ".join(r.run_id for r in results)
+    runs = ", ".join(run_ids)
     if args.metrics:
         print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
         judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
@@ -526,8 +580,8 @@ def timeline_files(run: Path) -> list[Path]:
 def cmd_compare(args: argparse.Namespace) -> int:
     metric = args.metric or DURATION
     counted = metric != DURATION
-    base = load_results(Path(args.base), args, counters=counted)
-    new = load_results(Path(args.new), args, counters=counted)
+    base = compared_columns(Path(args.base), args, counted)
+    new = compared_columns(Path(args.new), args, counted)
     changes = compare_runs(base, new, metric=metric, skip=args.skip)
     if not changes:
         raise CliError(
@@ -752,6 +806,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip", type=int, default=0, help="drop N leading samples of each kernel (warm-up)"
     )
     summary.add_argument("--json", action="store_true", help="print a JSON report instead of a table")
+    summary.add_argument(
+        "--samples",
+        action="store_true",
+        help="with --json: keep every duration per kernel (what `compare` needs; off: statistics only)",
+    )
     summary.add_argument(
         "--metrics",
         action="store_true",

@@ -305,11 +305,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
     path = config.getoption("--aprof-json")
     if path:
+        from ._columns import TaskColumns
         from ._report import report
         from ._stats import run_kernel_stats
 
-        results = config.stash[_RESULTS_KEY]
-        data = report(results, run_kernel_stats([r.tasks for r in results]))
+        # the statistics from columns; the samples kept, so `asc-aprof compare` can bootstrap
+        runs = [
+            TaskColumns(r.tasks, run_id=r.run_id, stored_at=r.stored_at) for r in config.stash[_RESULTS_KEY]
+        ]
+        data = report(runs, run_kernel_stats(runs), samples=True)
         data["tests"] = records
         Path(path).write_text(json.dumps(data), encoding="utf-8")
         terminalreporter.write_line(f"wrote {path}")

@@ -222,9 +222,13 @@ async def test_cli_report_compares_two_inputs(
                 sim.launch("add_custom", duration_us=10.0 * scale + i % 5 * 0.01)
     base_run, new_run = sorted((tmp_path / "runs").iterdir())
     base_json = tmp_path / "base.json"
-    assert cli_main(["summary", str(base_run), "--json"]) == 0
-    base_json.write_text(capsys.readouterr().out)
     out = tmp_path / "c.html"
+    assert cli_main(["summary", str(base_run), "--json"]) == 0  # statistics only: nothing to draw
+    base_json.write_text(capsys.readouterr().out)
+    assert cli_main(["report", f"base={base_json}", f"new={new_run}", "-o", str(out)]) == 1
+    assert "keeps no samples" in capsys.readouterr().err
+    assert cli_main(["summary", str(base_run), "--json", "--samples"]) == 0
+    base_json.write_text(capsys.readouterr().out)
     assert cli_main(["report", f"base={base_json}", f"new={new_run}", "-o", str(out)]) == 0
     assert "with a comparison" in capsys.readouterr().out
     text = out.read_text(encoding="utf-8")
