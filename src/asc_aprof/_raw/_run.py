@@ -844,7 +844,7 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
     host.tensors = header_records(
         joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
-    if host_sample is not None and not level0 and not host.node_basics:
+    if host_sample is not None and not level0 and not host.node_basics and host.apis:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))

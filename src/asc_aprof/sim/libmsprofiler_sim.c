@@ -855,7 +855,8 @@ static void host_kernel(raw_files *rf, const task_rec *r, uint32_t dev, const na
     le16(track + 26, stream);
     le16(track + 28, task);
     le64(track + 32, (uint64_t)KIND_RUNTIME_TYPE[r->kind]);
-    le64(track + 40, name_hash(name->binary != NULL ? name->binary : name->name));
+    /* The binary name shows at level 0 only (real level-1 runs carry the node's own hash). */
+    le64(track + 40, name_hash(name->binary != NULL && !rf->level1 ? name->binary : name->name));
     ob_put(rf->track, (const char *)track, sizeof track);
 }
 
