@@ -4,11 +4,11 @@ The tree lives in ``${ASC_APROF_SIM_CACHE:-${XDG_CACHE_HOME:-~/.cache}/asc-aprof
 where the hash covers the C source, the flags, ``msprof_sim.py`` and where this package is, and is
 laid out like a CANN install: ``lib64/libmsprofiler.so``,
 ``tools/profiler/profiler_tool/analysis/msprof/msprof.py`` (with ``aprofsim_site.txt`` beside it:
-the ``sys.path`` entry of this package, whose raw reader the script runs) and ``set_env.sh``. The library is the one ``pip install`` compiled into the package when it
-matches the source (see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without
-it the source is compiled here, which needs a C compiler. The tree is built in a temporary
-sibling directory and renamed into place, so two processes building at once both end up with one
-complete tree.
+the ``sys.path`` entry of this package, whose raw reader the script runs) and ``set_env.sh``.
+The library is the one ``pip install`` compiled into the package when it matches the source
+(see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without it the source is
+compiled here, which needs a C compiler. The tree is built in a temporary sibling directory and
+renamed into place, so two processes building at once both end up with one complete tree.
 """
 
 from __future__ import annotations
