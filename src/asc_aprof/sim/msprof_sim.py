@@ -1,8 +1,11 @@
 """Simulated ``msprof.py`` for the asc-aprof simulated CANN toolkit (stdlib only).
 
-Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` and exports CSVs laid
-out like real msprof output. It is copied into the toolkit tree as ``msprof.py`` and run as a
-script, so it must not import asc_aprof.
+Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` (CANN's raw formats)
+with asc-aprof's own raw reader (:func:`asc_aprof._raw.read_export_rows`) and writes CSVs laid out
+like real msprof output: the op_summary and task_time cells the real exporter writes for the same
+raw data (tests/real/test_sim_differential.py), then the simulator's own synthetic PMU columns. It
+is copied into the toolkit tree as ``msprof.py`` and run as a script; it imports asc_aprof from
+the path recorded beside it (``aprofsim_site.txt``), and only once it reads a run.
 
 Command line, as the real msprof.py's (the export kind is argv[2])::
 
