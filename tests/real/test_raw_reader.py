@@ -287,13 +287,18 @@ def test_profile_reads_simulated_runs_natively(toolkit: Toolkit, tmp_path: Path)
     assert "export_started" not in events
 
 
-def test_profile_falls_back_to_msprof_where_the_raw_reader_declines(toolkit: Toolkit, tmp_path: Path) -> None:
+def test_profile_falls_back_to_msprof_where_the_raw_reader_declines(
+    toolkit: Toolkit, real_toolkit: Toolkit, tmp_path: Path
+) -> None:
+    # The simulated msprof.py is built on the raw reader and refuses what it declines; the real
+    # one ignores the unknown file and exports the simulated run.
     events: list[str] = []
     progress = add_unknown_file_on_stop(tmp_path / "runs", events)
-    with Profiler(tmp_path / "runs", toolkit=toolkit, progress=progress).profile(device_id=0) as run:
+    profiler = Profiler(tmp_path / "runs", toolkit=real_toolkit, progress=progress, export_timeout=300)
+    with profiler.profile(device_id=0) as run:
         assert sim.launch("k", count=2) == 2
     assert run.result is not None and "export_started" in events
-    assert [t.name for t in run.result.tasks] == ["k"] * 2  # the simulated msprof.py's CSVs
+    assert [t.name for t in run.result.tasks] == ["k"] * 2  # the real msprof.py's CSVs
     with (
         pytest.raises(RawReadDeclined, match="raw reader declined"),
         Profiler(
