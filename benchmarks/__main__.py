@@ -1,7 +1,8 @@
 """``python -m benchmarks``: every figure of benchmarks/RESULTS.md in one run.
 
 Sections: parse speed, memory, event-loop stalls, sweep throughput, per-run overhead, waiting
-callers, sweep backpressure, reading raw data natively, tune() racing and the Ray scale-out. Each figure
+callers, sweep backpressure, reading raw data natively, tune() racing, the Ray scale-out and
+per-task counters. Each figure
 is a median or a ratio measured in this run, against a baseline measured next to it.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from ._common import REPO_ROOT, Config, Section, environment, markdown_table, quick_config
 
-SECTIONS = ("parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune")
+SECTIONS = ("parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune", "counters")
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
 
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     sections: list[Section] = []
     try:
         inputs: dict[str, Path] = {}
-        if {"parse", "memory"} & set(chosen):
+        if {"parse", "memory", "counters"} & set(chosen):
             from .parse import write_inputs
 
             t0 = time.perf_counter()
@@ -195,6 +196,10 @@ def _run_section(name: str, cfg: Config, data_dir: Path, inputs: dict[str, Path]
         from . import raw
 
         return raw.run(cfg)
+    if name == "counters":
+        from . import counters
+
+        return counters.run(cfg, data_dir, inputs)
     from . import overhead
 
     return overhead.run(cfg, data_dir)

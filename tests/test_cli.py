@@ -45,7 +45,7 @@ def test_summary_table_and_json(
     code, out, _ = run_cli(capsys, "summary", str(result_dir / run_id), "--json", "--skip", "2")
     assert code == 0
     data = json.loads(out)
-    assert data["format"] == "asc-aprof.report" and data["version"] == 1
+    assert data["format"] == "asc-aprof.report" and data["version"] == 2
     assert [r["run_id"] for r in data["runs"]] == [run_id]
     kernels = {k["name"]: k for k in data["kernels"]}
     assert set(kernels["matmul"]) == {
@@ -60,7 +60,10 @@ def test_summary_table_and_json(
         "max_us",
         "mean_us",
         "total_us",
+        "counters",
+        "verdict",
     }
+    assert kernels["matmul"]["counters"] is None and kernels["matmul"]["verdict"] is None  # no --metrics
     assert kernels["matmul"]["count"] == 28 and kernels["matmul"]["median_us"] == 42.0
     code, out, _ = run_cli(capsys, "summary", str(result_dir), "--name", "add", "--json")
     assert [k["name"] for k in json.loads(out)["kernels"]] == ["add"]

@@ -2,14 +2,17 @@
 
 The contract: for every input, fed whole or in any split, both implementations give the same
 tasks (same types, same values bit for bit), the same ``skipped`` counts in the same order,
-the same ``data_rows``, and the same errors (type, message, source, line). Plus: accelerated
+the same ``data_rows``, the same PMU counters when asked for (``counters=True``: every column,
+every value bit for bit, None for None), and the same errors (type, message, source, line). Plus: accelerated
 tasks are real ``ProfilingTask`` objects that the cyclic GC does not track, the real msprof
 files parse identically, and the extension leaks nothing and compiles warning-free.
 """
 
 from __future__ import annotations
 
+import csv
 import gc
+import math
 import os
 import random
 import shutil
@@ -25,7 +28,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof import ParseError, ProfilingTask, TaskParser, _parser
+from asc_aprof import ParseError, ProfilingTask, TaskCounters, TaskParser, _parser
 from asc_aprof._parser import DEFAULT_MAX_LINE_LENGTH
 
 from .reference import REAL_CSV, needs_real_csv
@@ -61,6 +64,7 @@ class Outcome:
     skipped: tuple[tuple[str, int], ...]  # insertion order too
     kind: str | None
     error: tuple[str, str, str, int | None] | None
+    counters: tuple[tuple[str, tuple[str, ...]], ...] = ()  # column -> repr of every value
 
 
 def _exact(task: ProfilingTask) -> tuple[tuple[str, str], ...]:
@@ -75,29 +79,47 @@ def run(
     accelerated: bool,
     device: int | None = None,
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+    counters: bool = False,
 ) -> Outcome:
-    parser = TaskParser("accel.csv", device=device, max_line_length=max_line_length, accelerated=accelerated)
+    parser = TaskParser(
+        "accel.csv",
+        device=device,
+        max_line_length=max_line_length,
+        accelerated=accelerated,
+        counters=counters,
+    )
     assert parser.accelerated is accelerated
     tasks: list[ProfilingTask] = []
+    taken: list[TaskCounters] = []
     error = None
     try:
         previous = 0
         for cut in [*cuts, len(data)]:
             tasks += parser.feed(data[previous:cut])
+            taken.append(parser.take_counters())
             previous = cut
         tasks += parser.close()
+        taken.append(parser.take_counters())
     except ParseError as exc:
         error = (type(exc).__name__, str(exc), exc.source, exc.line)
         with pytest.raises(ParseError):  # poisoned
             parser.feed(b"x\n")
+    exact_counters: tuple[tuple[str, tuple[str, ...]], ...] = ()
     if error is None:
         assert len(tasks) + sum(parser.skipped.values()) == parser.data_rows
+        if counters:
+            joined = TaskCounters.concat(taken)
+            assert len(joined) == len(tasks) and joined.columns == parser.counter_columns
+            exact_counters = tuple(
+                (name, tuple(map(repr, joined.column(name)))) for name in joined.columns
+            )
     return Outcome(
         tuple(map(_exact, tasks)) if error is None else (),
         parser.data_rows,
         tuple(parser.skipped.items()),
         parser.kind,
         error,
+        exact_counters,
     )
 
 
@@ -107,10 +129,18 @@ def same(
     *,
     device: int | None = None,
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+    counters: bool = False,
 ) -> Outcome:
     """Both implementations, whole and cut at *cuts*: one outcome."""
     outcomes = [
-        run(data, split, accelerated=accelerated, device=device, max_line_length=max_line_length)
+        run(
+            data,
+            split,
+            accelerated=accelerated,
+            device=device,
+            max_line_length=max_line_length,
+            counters=counters,
+        )
         for split in ([[], cuts] if cuts else [[]])
         for accelerated in (False, True)
     ]
@@ -217,6 +247,101 @@ def test_tricky_cells_same_result_whole_and_split(
 def test_quote_heavy_rows_same_result_whole_and_split(data: st.DataObject, doc: QuotedDoc) -> None:
     outcome = same(doc.data, data.draw(splits(len(doc.data))), device=doc.device)
     assert (outcome.error is None) == (doc.error_line is None)
+
+
+# -- counters ------------------------------------------------------------------------------------
+
+#: Counter cells: plain numbers, N/A in every spelling, and everything C must leave to Python.
+COUNTER_CELLS = [
+    "0.423", "0", "0.0", "12463669", "377.69", "-0", "-0.0", "1e3", "1E-3", "5e-324", "1.", ".5",
+    "9007199254740993", "N/A", " N/A", "N/A ", '"N/A"', "n/a", '"0.5"', " 0.5", "0.5\t", "1_0", "",
+    "nan", "inf", "-Infinity", "1e309", "abc", "١٢", '"1,5"', '"0.""5"',
+    "0.1000000000000000055511151231257827021181583404541015625",
+]  # fmt: skip
+#: PMU column names of both chips (the header decides which are counters, not these names).
+COUNTER_NAMES = [
+    "aicore_time(us)", "aic_total_cycles", "aic_mac_ratio", "aiv_vec_time(us)", "aiv_vec_ratio",
+    "aiv_main_mem_read_bw(GB/s)", "vec_exe_ratio", "memory_bound", "cube_utilization(%)", "x",
+]  # fmt: skip
+
+
+@st.composite
+def counter_docs(draw: st.DrawFn) -> tuple[bytes, int | None]:
+    """op_summary-like documents whose PMU columns sit anywhere (mostly last, after quoted
+    shapes), with cells from :data:`COUNTER_CELLS` (mostly plain)."""
+    layout = draw(st.sampled_from(["op_summary", "old_op_summary", "kernel_details"]))
+    header, c_name, c_type, c_dur, c_id, c_dev = LAYOUTS[layout]
+    rng = random.Random(draw(st.integers(0, 2**32 - 1)))
+    header = [c for c in header if c not in COUNTER_NAMES]
+    names = rng.sample(COUNTER_NAMES, rng.randint(0, len(COUNTER_NAMES)))
+    if rng.random() < 0.3:  # counters among the task columns, even before the ones read
+        for name in names:
+            header.insert(rng.randrange(len(header) + 1), name)
+    else:
+        header += names
+    end = draw(st.sampled_from(LINE_ENDS))
+    out = [",".join(header).encode() + end]
+    for _ in range(draw(st.integers(0, 10))):
+        cells = ["0" for _ in header]
+        for i, column in enumerate(header):
+            if column in ("Input Shapes", "Output Shapes"):
+                cells[i] = rng.choice(['"""8,2048;8,2048"""', "N/A", '"8,2048"'])
+            elif column in names:
+                pool = COUNTER_CELLS if rng.random() < 0.15 else COUNTER_CELLS[:14]
+                cells[i] = rng.choice(pool)
+        cells[header.index(c_name)] = rng.choice(["k", "div_kernel", '"a,b"'])
+        cells[header.index(c_type)] = rng.choice(TYPES[:4])
+        cells[header.index(c_dur)] = rng.choice(["1.5", "381.688", "N/A", "7"])
+        if c_id is not None:
+            cells[header.index(c_id)] = rng.choice(["0", "17", "N/A"])
+        if c_dev is not None:
+            cells[header.index(c_dev)] = rng.choice(["0", "1", "host"])
+        out.append(",".join(cells).encode() + end)
+    return b"".join(out), OLD_LAYOUT_DEVICE if layout == "old_op_summary" else None
+
+
+@fuzz_settings(1500)
+@given(data=st.data(), doc=counter_docs())
+def test_counters_same_result_whole_and_split(data: st.DataObject, doc: tuple[bytes, int | None]) -> None:
+    raw, device = doc
+    outcome = same(raw, data.draw(splits(len(raw))), device=device, counters=True)
+    if outcome.error is None:  # with counters or without: the same tasks
+        assert outcome.tasks == same(raw, device=device).tasks
+
+
+@fuzz_settings(800)
+@given(data=st.data(), doc=tricky_docs())
+def test_counters_of_tricky_documents_same_result(
+    data: st.DataObject, doc: tuple[bytes, int | None, int]
+) -> None:
+    raw, device, limit = doc
+    same(raw, data.draw(splits(len(raw))), device=device, max_line_length=limit, counters=True)
+
+
+@fuzz_settings(500)
+@given(data=st.data(), doc=docs())
+def test_counters_of_valid_documents_same_result(data: st.DataObject, doc: Doc) -> None:
+    same(doc.data, data.draw(splits(len(doc.data))), device=doc.device, counters=True)
+
+
+@pytest.mark.parametrize("cell", COUNTER_CELLS)
+def test_every_counter_cell_in_an_otherwise_plain_row(cell: str) -> None:
+    header = NEW_HEADER + ",aiv_vec_ratio,aiv_time(us)"
+    plain = new_row("0", "1", "k", "AI_CORE", "1.0") + ",0.5,2.25"
+    odd = new_row("0", "2", "k", "AI_CORE", "1.0") + f",{cell},3"
+    outcome = same(_doc(plain, odd, plain, header=header), counters=True)
+    text = next(csv.reader([cell])) if cell else [""]
+    value = text[0].strip().strip('"').strip()
+    try:
+        valid = value == "N/A" or math.isfinite(float(value))
+    except ValueError:
+        valid = False
+    assert (outcome.error is None) == valid, cell
+    if valid:
+        expected = None if value == "N/A" else float(value)
+        assert dict(outcome.counters)["aiv_vec_ratio"] == ("0.5", repr(expected), "0.5")
+    else:
+        assert outcome.error is not None and "aiv_vec_ratio" in outcome.error[1] and outcome.error[3] == 3
 
 
 # -- targeted cases ------------------------------------------------------------------------------
@@ -425,13 +550,22 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
         pass
 
     assert _parser._parse_rows is not None
-    args: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, WithDict, 100)
+    args: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, WithDict, 100, (), [])
     with pytest.raises(TypeError, match="__dict__"):
         _parser._parse_rows([], *args)
     with pytest.raises(TypeError, match="tuple subclass"):
-        _parser._parse_rows([], *args[:13], dict, 100)
+        _parser._parse_rows([], *args[:13], dict, 100, (), [])
+    good: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
     with pytest.raises(ValueError, match="start"):
-        _parser._parse_rows([], b"a", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
+        _parser._parse_rows([], b"a", *good[1:], (), [])
+    with pytest.raises(ValueError, match="differ in length"):
+        _parser._parse_rows([], *good, (1,), [])
+    with pytest.raises(TypeError, match="bytearrays"):
+        _parser._parse_rows([], *good, (1,), [b""])
+    with pytest.raises(ValueError, match="ascend strictly"):
+        _parser._parse_rows([], *good, (2, 1), [bytearray(), bytearray()])
+    with pytest.raises(ValueError, match="ascend strictly"):
+        _parser._parse_rows([], *good, (3,), [bytearray()])
 
 
 # -- switches ------------------------------------------------------------------------------------

@@ -1,24 +1,36 @@
 """asc_aprof.ray_sweep on a real local Ray cluster: two nodes with 4 fake NPUs each, the simulator in
-every actor. One module-scoped cluster (starting one takes ~15 s on 2 cores); skipped when the
-``ray`` extra is not installed (``pip install -e '.[ray]'``)."""
+every actor: the sweep, and tune() over the cluster. One module-scoped cluster (starting one takes
+~15 s on 2 cores); skipped when the ``ray`` extra is not installed (``pip install -e '.[ray]'``)."""
 
 from __future__ import annotations
 
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from asc_aprof import BenchConfig, sim  # noqa: E402
+from asc_aprof import BenchConfig, CandidateStatus, TuneStop, sim  # noqa: E402
 from asc_aprof._report import load_json  # noqa: E402
-from asc_aprof.ray_sweep import NOSET_VARIABLE, Node, NodeLost, deal, merge_report, npu_nodes, ray_sweep  # noqa: E402
+from asc_aprof._tune import race  # noqa: E402
+from asc_aprof.ray_sweep import (  # noqa: E402
+    NOSET_VARIABLE,
+    Node,
+    NodeLost,
+    deal,
+    merge_report,
+    npu_nodes,
+    ray_sweep,
+    ray_tune,
+    ray_tune_async,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore")  # ray's own deprecation warnings
 
@@ -110,3 +122,87 @@ def test_leaving_early_kills_the_actors(cluster: list[Node]) -> None:
     # the NPUs are free again: a new sweep gets both nodes' actors scheduled and finishes
     with ray_sweep(range(4), launch, simulate=True) as items:
         assert sorted(i.case for i in items) == [0, 1, 2, 3]
+
+
+# -- tune over the cluster -----------------------------------------------------------------------------
+#: candidates of known speed (µs): the fastest is 1, 3% ahead of the next; every launch has 3% noise
+SPEEDS = (12.0, 10.0, 10.3, 15.0, 11.0, 20.0)
+
+
+def tile(config: int, device: int) -> None:
+    sim.launch("tile", device=device, duration_us=SPEEDS[config], jitter=0.03)
+
+
+def logged(log: Path) -> Callable[[int, int], None]:
+    def run(config: int, device: int) -> None:
+        assert "ASCEND_RT_VISIBLE_DEVICES" not in os.environ, "Ray must not set it while profiling"
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()} {device} {config}\n")
+        tile(config, device)
+
+    return run
+
+
+def test_tune_races_candidates_on_every_node_and_caches(cluster: list[Node], tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    result = ray_tune(
+        range(len(SPEEDS)), logged(log), simulate=True, key=("tile", 64), cache_dir=tmp_path, seed=2
+    )
+    assert result.best == 1 and not result.cached
+    assert result.candidates[5].status is CandidateStatus.ELIMINATED
+    assert sum(c.count for c in result.candidates) == result.reps
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert len({pid for pid, _, _ in calls}) == 2  # both nodes' actors measured
+    assert {int(d) for _, d, _ in calls} <= {0, 1, 2, 3} and len({d for _, d, _ in calls}) > 1
+    assert result.key is not None and result.key["chip"] == "910B"  # probed on a node
+    again = ray_tune(range(len(SPEEDS)), logged(log), simulate=True, key=("tile", 64), cache_dir=tmp_path)
+    assert again.cached and again.stop is TuneStop.CACHED and again.best == 1
+
+
+def fail_or_die(config: int, device: int) -> None:
+    if config == 0:
+        raise RuntimeError("tiling 0 does not fit")
+    if config == 3:
+        os._exit(3)  # the node's actor dies mid-round
+    tile(config, device)
+
+
+def apart(a: int, b: int) -> int:
+    """A seed whose first round deals candidates *a* and *b* to different nodes (two of 4 NPUs each)."""
+    for seed in range(100):
+        order = [r.index for r in next(race(len(SPEEDS), seed=seed)).requests]
+        if order.index(a) % 2 != order.index(b) % 2:
+            return seed
+    raise AssertionError("no such seed")
+
+
+def test_tune_reports_a_failing_candidate_and_a_dead_nodes_candidates(cluster: list[Node]) -> None:
+    seed = apart(0, 3)
+    result = ray_tune(range(len(SPEEDS)), fail_or_die, simulate=True, cache=False, seed=seed)
+    by_index = result.candidates
+    assert by_index[0].status is CandidateStatus.FAILED and "does not fit" in (by_index[0].error or "")
+    assert by_index[3].status is CandidateStatus.FAILED and "NodeLost" in (by_index[3].error or "")
+    failed = {c.index for c in by_index if c.status is CandidateStatus.FAILED}
+    assert all("NodeLost" in (by_index[i].error or "") for i in failed - {0})
+    survivors = [i for i in range(len(SPEEDS)) if i not in failed]
+    assert survivors and result.best == min(survivors, key=lambda i: SPEEDS[i])
+
+
+async def test_async_tune_over_the_cluster(cluster: list[Node]) -> None:
+    result = await ray_tune_async(range(len(SPEEDS)), tile, simulate=True, cache=False, seed=5)
+    assert result.best == 1
+    assert result.candidates[3].status is CandidateStatus.ELIMINATED
+
+
+def slow_tile(config: int, device: int) -> None:
+    time.sleep(0.2)
+    tile(config, device)
+
+
+async def test_cancelling_an_async_tune_kills_its_actors(cluster: list[Node]) -> None:
+    with anyio.move_on_after(8) as scope:
+        await ray_tune_async(range(len(SPEEDS)), slow_tile, simulate=True, cache=False)
+    assert scope.cancelled_caught
+    # the NPUs are free again: a new tune gets both nodes' actors scheduled and finishes
+    result = await ray_tune_async(range(2), tile, simulate=True, cache=False)
+    assert result.best == 1

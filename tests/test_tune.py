@@ -17,36 +17,20 @@ import pytest
 import asc_aprof
 from asc_aprof import (
     AsyncProfiler,
-    BenchResult,
     CandidateStatus,
     Profiler,
-    StopReason,
     Toolkit,
     TuneError,
     TuneStop,
     sim,
 )
-from asc_aprof._tune import Race, RaceOutcome, cache_key, default_cache_dir, race
+from asc_aprof._tune import Calibration, Measured, Race, RaceOutcome, cache_key, default_cache_dir, race
 from asc_aprof.sim import SimControl
 
 
 # -- the rule, on synthetic samplers --------------------------------------------------------------------
-def fake_result(samples: Sequence[float]) -> BenchResult:
-    return BenchResult(
-        device=0,
-        median_us=0.0,
-        ci_low_us=0.0,
-        ci_high_us=0.0,
-        ci_level=0.95,
-        confidence=0.95,
-        samples_us=tuple(samples),
-        outliers=(),
-        kernels=(asc_aprof.KernelTime("k", "AI_CORE", 1, 0.0, 0.0, 0.0, 0.0),),
-        flush_kernels=(),
-        warmup_calls=0,
-        run_ids=(),
-        stop=StopReason.REPS,
-    )
+def fake_result(samples: Sequence[float]) -> Measured:
+    return Measured(tuple(samples), Calibration((("k", "AI_CORE"),), None))
 
 
 def run_race(
@@ -54,7 +38,7 @@ def run_race(
 ) -> tuple[RaceOutcome, list[list[int]]]:
     """Drive a race with *sample(index, reps)*; also returns each round's order of indices."""
     orders: list[list[int]] = []
-    outcome: dict[int, BenchResult | BaseException] | None = None
+    outcome: dict[int, Measured | BaseException] | None = None
     while True:
         try:
             step = steps.send(outcome)  # type: ignore[arg-type]
@@ -161,6 +145,45 @@ def test_tune_on_the_simulator_finds_the_fastest_and_caches(
     simctl.configure(cann="9.0")
     other = profiler.tune(range(4), launch_config, key=("tile", 128), cache_dir=tmp_path, seed=1)
     assert not other.cached and other.key is not None and other.key["cann"] == "9.0"
+
+
+def test_a_device_measures_a_whole_round_in_one_window(toolkit: Toolkit, simctl: SimControl) -> None:
+    simctl.set_jitter(0.03, seed=2)
+    windows: list[str] = []
+
+    def seen(event: asc_aprof.ProgressEvent) -> None:
+        if event.kind == "collection_started":
+            windows.append(str(event.run_id))
+
+    result = Profiler(toolkit=toolkit, progress=seen).tune(range(4), launch_config, cache=False, seed=3)
+    assert result.best == 1
+    # one calibration window per candidate, then one window per round for all of them
+    assert len(windows) == 4 + result.rounds
+
+
+def test_a_misbehaving_candidate_in_a_shared_window_fails_alone(toolkit: Toolkit, simctl: SimControl) -> None:
+    """After calibration (2 warm-up calls, 1 alone) candidate 2 launches an extra kernel and 4 raises:
+    each fails with its own error, their neighbours in the window are measured."""
+    simctl.set_jitter(0.03, seed=4)
+    speeds = (12.0, 10.0, 10.3, 15.0, 10.6, 11.0)
+    calls = [0] * len(speeds)
+
+    def run(config: int, device: int) -> None:
+        calls[config] += 1
+        sim.launch("tile", device=device, duration_us=speeds[config])
+        if config == 2 and calls[config] > 3:
+            sim.launch("tile", device=device, duration_us=1.0)
+        if config == 4 and calls[config] > 3:
+            raise RuntimeError("tiling 4 ran out of UB")
+
+    result = Profiler(toolkit=toolkit).tune(range(len(speeds)), run, cache=False, seed=0)
+    by_index = result.candidates
+    assert by_index[2].status is CandidateStatus.FAILED and "AttributionError" in (by_index[2].error or "")
+    assert by_index[4].status is CandidateStatus.FAILED and "out of UB" in (by_index[4].error or "")
+    assert all(
+        c.status is not CandidateStatus.FAILED and c.count > 0 for c in by_index if c.index not in (2, 4)
+    )
+    assert result.best == 1
 
 
 def test_a_failing_candidate_on_the_simulator_is_a_row_not_an_exception(

@@ -9,6 +9,12 @@ cache, and ways to look at results: :func:`read_timeline` (exact start times, st
 :func:`write_trace` (a Perfetto / chrome://tracing file) and :func:`write_report` (an offline HTML
 report; the ``report`` extra). ``asc_aprof.sim`` is a simulated CANN toolkit for machines without
 an NPU.
+
+Why is it slow: ``counters=True`` (``profile()``, ``store_result()``, ``iter_tasks()``,
+``sweep()``) keeps every task's PMU counters (:class:`TaskCounters`); :func:`kernel_stats` gives
+per-kernel statistics, counter medians and a bound :class:`Verdict` (:data:`VERDICT_RULE`);
+:func:`compare_tasks` compares durations or one counter between two runs
+(:func:`run_kernel_stats` / :func:`compare_runs`: over several runs each).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from ._bench import AttributionError, BenchConfig, BenchResult, KernelTime, Stop
 from ._bench_api import bench, do_bench, tune
 from ._binding import MsprofInterface, ProfilerConfig
 from ._core import ProfileRun
+from ._counters import TaskCounters
 from ._discovery import discover_toolkit
 from ._enums import AicoreMetrics, ProfileType
 from ._errors import (
@@ -38,13 +45,16 @@ from ._profiler import Profiler
 from ._progress import ProgressEvent
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._reporting import write_report
+from ._stats import KernelChange, KernelStats, compare_runs, compare_tasks, kernel_stats, run_kernel_stats
 from ._timeline import TimedTask, Timeline, read_timeline, sweep_timelines
 from ._toolkit import Toolkit
 from ._trace import write_trace
 from ._tune import Candidate, CandidateStatus, TuneError, TuneResult, TuneStop
+from ._verdict import VERDICT_RULE, Verdict, VerdictKind, bound_verdict
 from ._version import __version__
 
 __all__ = (
+    "VERDICT_RULE",
     "AclError",
     "AicoreMetrics",
     "AprofError",
@@ -57,6 +67,8 @@ __all__ = (
     "CollectionTimeout",
     "ExportError",
     "InvalidArgumentError",
+    "KernelChange",
+    "KernelStats",
     "KernelTime",
     "MsprofInterface",
     "NoSamplesError",
@@ -71,6 +83,7 @@ __all__ = (
     "StopReason",
     "SweepItem",
     "SweepItems",
+    "TaskCounters",
     "TaskParser",
     "TimedTask",
     "Timeline",
@@ -80,11 +93,18 @@ __all__ = (
     "TuneResult",
     "TuneStop",
     "UsageError",
+    "Verdict",
+    "VerdictKind",
     "__version__",
     "bench",
+    "bound_verdict",
+    "compare_runs",
+    "compare_tasks",
     "discover_toolkit",
     "do_bench",
+    "kernel_stats",
     "read_timeline",
+    "run_kernel_stats",
     "sweep_timelines",
     "task_time_median",
     "tune",

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, Generic, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -47,7 +47,7 @@ from ._bench import (
     with_grads,
 )
 from ._binding import ProfileTypes
-from ._collector import get_collector, remove_run_dir, timeout_error
+from ._collector import DeviceTasks, get_collector, remove_run_dir, timeout_error
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -60,9 +60,16 @@ from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
 from ._layout import CsvFile, find_summary_csvs
-from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait
+from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
 from ._raw import Reader, raw_or_fallback, read_run_async
-from ._reader import aiter_file_tasks, summary_csvs_or_error
+from ._reader import (
+    DeviceSplit,
+    RunTasks,
+    TaskBatch,
+    aiter_file_batches,
+    aiter_file_tasks,
+    summary_csvs_or_error,
+)
 from ._records import ProfilingResult, ProfilingTask, make_result
 from ._runguard import exporting_async, wait_for_export_async
 from ._tune import TuneOptions, TuneResult, tune_async
@@ -87,6 +94,13 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
             return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
+        if step.counters:
+            split = DeviceSplit(True)
+            async with contextlib.aclosing(aiter_file_batches(step.files, counters=True)) as counted:
+                async for found in counted:
+                    split.add(found)
+                    await anyio.lowlevel.checkpoint()
+            return split.per_device()
         per_device: dict[int | None, list[ProfilingTask]] = {}
         async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
             async for batch in batches:
@@ -121,17 +135,15 @@ async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = N
             failure = exc
 
 
-async def _freeze(
-    per_device: dict[int | None, list[ProfilingTask]],
-) -> dict[int | None, tuple[ProfilingTask, ...]]:
+async def _freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int | None, DeviceTasks]:
     """Turn the per-device lists into the tuples results share, releasing the lists in slices.
 
     ``tuple(list)`` is one C call (about 16 ms per million tasks here); dropping a million-item
     list at once is another ~10 ms, so that part is done in slices between checkpoints.
     """
-    frozen: dict[int | None, tuple[ProfilingTask, ...]] = {}
+    frozen: dict[int | None, DeviceTasks] = {}
     for device, tasks in per_device.items():
-        frozen[device] = tuple(tasks)
+        frozen[device] = (tuple(tasks), None)
         await anyio.lowlevel.checkpoint()
         while tasks:
             del tasks[-_RELEASE_SLICE:]
@@ -335,21 +347,26 @@ class AsyncProfiler(ProfilerBase):
                 await run_export_async(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
         return run_dir
 
-    async def store_result(self, run_id: str) -> ProfilingResult:
+    async def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:
         """Parse run *run_id*'s CSVs into ``last_result`` (a run not exported yet: see ``reader``).
+
+        :param counters: also read every task's PMU counters into the result's ``counters``
+            (the raw reader does not read them: with ``reader="auto"`` such a run is exported)
 
         Cancelled: parsing (or the raw read, or the fallback export, whose process group is
         killed) stops; ``last_result`` is unchanged.
         """
-        return await self._store(self._run_dir(run_id))
+        return await self._store(self._run_dir(run_id), counters)
 
-    async def store_last_result(self) -> ProfilingResult:
+    async def store_last_result(self, *, counters: bool = False) -> ProfilingResult:
         """Parse the newest run this profiler created (else the newest in the result path).
+
+        :param counters: as for :meth:`store_result`
 
         Cancelled: parsing (or the raw read, or the fallback export) stops; ``last_result`` is
         unchanged.
         """
-        return await self._store(self._last_run_dir())
+        return await self._store(self._last_run_dir(), counters)
 
     async def _sweep_devices(
         self,
@@ -394,44 +411,70 @@ class AsyncProfiler(ProfilerBase):
             )
         return device_list
 
-    async def _store(self, run_dir: Path) -> ProfilingResult:
+    async def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
         await wait_for_export_async(run_dir)
-        tasks: list[ProfilingTask] = []
-        async with contextlib.aclosing(self._batches(run_dir)) as batches:
+        gathered = RunTasks(counters)
+        async with contextlib.aclosing(self._batches(run_dir, counters)) as batches:
             async for batch in batches:
-                tasks.extend(batch)
-        self.last_result = make_result(tasks, run_dir.name)
+                gathered.add(batch)
+        self.last_result = make_result(gathered.tasks, run_dir.name, gathered.counters())
         return self.last_result
 
-    async def _batches(self, run_dir: Path) -> AsyncGenerator[list[ProfilingTask], None]:
+    async def _batches(self, run_dir: Path, counters: bool) -> AsyncGenerator[TaskBatch, None]:
         """The run's tasks: from its CSVs, else per ``reader`` (raw data, or msprof.py first)."""
         files: list[CsvFile] = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
-            raw = raw_or_fallback(self.reader, await read_run_async(run_dir), run_dir)
+            outcome = raw_declined_for_counters() if counters else await read_run_async(run_dir)
+            raw = raw_or_fallback(self.reader, outcome, run_dir)
             if raw is not None:
-                yield raw.profiling_tasks()
+                yield TaskBatch(raw.profiling_tasks(), None)
                 return
             async with exporting_async(run_dir):
                 await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)
             files = find_summary_csvs(run_dir)
-        async with contextlib.aclosing(aiter_file_tasks(files or summary_csvs_or_error(run_dir))) as batches:
-            async for batch in batches:
+        batches = aiter_file_batches(files or summary_csvs_or_error(run_dir), counters=counters)
+        async with contextlib.aclosing(batches) as found:
+            async for batch in found:
                 yield batch
 
-    async def iter_tasks(self, run_id: str | None = None) -> AsyncGenerator[ProfilingTask, None]:
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: Literal[False] = False
+    ) -> AsyncGenerator[ProfilingTask, None]: ...
+
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: Literal[True]
+    ) -> AsyncGenerator[tuple[ProfilingTask, dict[str, float | None]], None]: ...
+
+    @overload
+    def iter_tasks(
+        self, run_id: str | None = None, *, counters: bool
+    ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]: ...
+
+    async def iter_tasks(
+        self, run_id: str | None = None, *, counters: bool = False
+    ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]:
         """Yield a run's tasks as its CSV is read and parsed (default: the newest run).
 
         Pull-based: one 32 KiB chunk is read and parsed at a time, only when the consumer asks, so
         memory stays bounded however large the file. A run not exported yet is read per
-        ``reader`` (its raw data is read whole, in a worker thread). Cancelled or closed early:
-        the file is closed; nothing else happens.
+        ``reader`` (its raw data is read whole, in a worker thread). With *counters*, each item
+        is a pair ``(task, {column: value or None})`` of the task and its PMU counters (read
+        from the CSVs: with ``reader="auto"`` a run not exported yet is exported first).
+        Cancelled or closed early: the file is closed; nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
         await wait_for_export_async(run_dir)
-        async with contextlib.aclosing(self._batches(run_dir)) as batches:
+        async with contextlib.aclosing(self._batches(run_dir, counters)) as batches:
             async for batch in batches:
-                for task in batch:
-                    yield task
+                if counters:
+                    assert batch.counters is not None
+                    for task, row in zip(batch.tasks, batch.counters.rows(), strict=True):
+                        yield task, row
+                else:
+                    for task in batch.tasks:
+                        yield task
 
     async def cleanup(self) -> list[Path]:
         """Delete runs this profiler created in the temporary root (never in a path you gave).
@@ -447,8 +490,13 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
         """``async with profiler.profile(device_id=d) as run:`` start, body, stop, export, parse.
+
+        *counters*: put every task's PMU counters (of the *metrics* group) in the result's
+        ``counters`` (:class:`~asc_aprof.TaskCounters`).
 
         Cancelled while waiting for the window: leaves it, nothing else happens. Cancelled (or
         raising) in the body: leaves the window at once and, when it was the last body, waits
@@ -456,7 +504,7 @@ class AsyncProfiler(ProfilerBase):
         discarded. Cancelled during the export or the parse: the export's process group is
         killed, the raw data is kept (the others in the window re-run the export).
         """
-        async with self._collect(device_id, cleanup, metrics, profile_types) as run:
+        async with self._collect(device_id, cleanup, metrics, profile_types, counters) as run:
             yield run
 
     async def bench(
@@ -646,10 +694,11 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool,
         metrics: AicoreMetrics | int,
         profile_types: ProfileTypes | None,
+        counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types)
+            call = self._call(device_id, metrics, profile_types, counters=counters)
             await drive_async(call.enter())
             try:
                 yield call.run
@@ -676,6 +725,7 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        counters: bool = False,
     ) -> AsyncIterator[SweepItems[CaseT]]:
         """Profile every case on the devices, pipelined; items stream out as they are parsed.
 
@@ -684,7 +734,8 @@ class AsyncProfiler(ProfilerBase):
         ``run(case, device)`` (a coroutine function, or a plain function run in a worker thread),
         and hands the stopped collection to an export task, so the device moves on to the next
         case while earlier windows export. Workers on different devices share collection windows.
-        Exports run concurrently up to *export_limit* (default: CPU count).
+        Exports run concurrently up to *export_limit* (default: CPU count). With *counters*,
+        every item's result carries its tasks' PMU counters.
 
         Placement: ``placement(case)`` returns the device a case must run on, or None for any;
         e.g. cases given as ``(case, device)`` pairs with ``placement=operator.itemgetter(1)``.
@@ -771,7 +822,7 @@ class AsyncProfiler(ProfilerBase):
                         await bench_case(case, device, out)
                         continue
                     if call is None:
-                        call = self._call(device, metrics, profile_types)
+                        call = self._call(device, metrics, profile_types, counters=counters)
                     try:
                         await drive_async(call.enter())
                     except Exception as exc:
@@ -808,7 +859,7 @@ class AsyncProfiler(ProfilerBase):
         )
         if first_round:
             self._remember(first_round[0].window)
-        calls = {p.device: self._call_of(p) for p in first_round}
+        calls = {p.device: self._call_of(p, counters=counters) for p in first_round}
         first_of = {device: got for device, got in firsts}
 
         async with anyio.create_task_group() as tg:

@@ -24,7 +24,9 @@ after the call returns.
 
 After the stop, the first caller to ask runs the export and the parse once for the whole window
 (sync or async, whichever asked first); the others wait for it. If that caller is cancelled, the
-next waiter takes over, so one caller's cancellation never disturbs the others.
+next waiter takes over, so one caller's cancellation never disturbs the others. The parse reads
+the PMU counters when any consumer asked for them (:meth:`SharedResult.want_counters`, called
+when it leaves, before the stop, so before anyone parses).
 """
 
 from __future__ import annotations
@@ -41,11 +43,15 @@ from pathlib import Path
 from typing import Final
 
 from ._binding import MsprofInterface, ProfilerConfig
+from ._counters import TaskCounters
 from ._errors import AclError, AprofError, CollectionTimeout, UsageError, create_config_null_error
 from ._latch import Latch
 from ._layout import AmbiguousRunError, new_run_since, run_names
 from ._records import ProfilingTask
 from ._toolkit import Toolkit
+
+#: One device's share of a window's result: its tasks, and their counters when they were read.
+DeviceTasks = tuple[tuple[ProfilingTask, ...], TaskCounters | None]
 
 DEFAULT_CALL_TIMEOUT: Final = 120.0
 NOT_INITIALISED: Final = 100043
@@ -87,6 +93,7 @@ class SharedResult:
         "_changed",
         "_cleanup_requested",
         "_consumers",
+        "_counters",
         "_error",
         "_lock",
         "_phase",
@@ -98,7 +105,8 @@ class SharedResult:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._phase = Claim.PRODUCE  # guarded by _lock: PRODUCE (nobody yet), WAIT (running), READY
-        self._tasks: dict[int | None, tuple[ProfilingTask, ...]] = {}  # guarded by _lock
+        self._tasks: dict[int | None, DeviceTasks] = {}  # guarded by _lock
+        self._counters = False  # guarded by _lock: some consumer wants the PMU counters
         self._error: BaseException | None = None  # guarded by _lock
         self._changed = Latch()  # guarded by _lock (replaced after each change)
         self._consumers = 0  # guarded by _lock: callers that will take a share
@@ -110,6 +118,16 @@ class SharedResult:
         with self._lock:
             self._consumers += 1
 
+    def want_counters(self) -> None:
+        """A consumer wants the PMU counters: the parse reads them (call before the stop)."""
+        with self._lock:
+            self._counters = True
+
+    @property
+    def counters_wanted(self) -> bool:
+        with self._lock:
+            return self._counters
+
     def claim(self) -> tuple[Claim, Latch]:
         """PRODUCE: this caller produces it; WAIT: wait for the latch and claim again; READY: take()."""
         with self._lock:
@@ -118,9 +136,7 @@ class SharedResult:
                 self._phase = Claim.WAIT
             return phase, self._changed
 
-    def publish(
-        self, tasks: dict[int | None, tuple[ProfilingTask, ...]] | None, error: BaseException | None
-    ) -> None:
+    def publish(self, tasks: dict[int | None, DeviceTasks] | None, error: BaseException | None) -> None:
         """The producer's outcome: the tasks per device, or the error every caller gets."""
         with self._lock:
             self._phase = Claim.READY
@@ -141,12 +157,12 @@ class SharedResult:
         with self._lock:
             return self._error
 
-    def take(self, device: int) -> tuple[ProfilingTask, ...]:
-        """The tasks of *device* (raises the shared export/parse error)."""
+    def take(self, device: int) -> DeviceTasks:
+        """The tasks of *device*, with their counters (raises the shared export/parse error)."""
         with self._lock:
             if self._error is not None:
                 raise self._error
-            return self._tasks.get(device, ())  # shared, immutable: no copy per caller
+            return self._tasks.get(device, ((), None))  # shared, immutable: no copy per caller
 
     def release(self, cleanup: bool) -> None:
         """One consumer is done with its share; *cleanup* is its wish to delete the run."""

@@ -204,14 +204,19 @@ class ProfilerBase:
         return participant
 
     def _call(
-        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None
+        self,
+        device_id: int | None,
+        metrics: AicoreMetrics | int,
+        profile_types: ProfileTypes | None,
+        *,
+        counters: bool = False,
     ) -> Call:
         """Join the next window for this call; the protocol's phases drive the rest."""
         participant = self._join(device_id, metrics, profile_types)
-        return Call(self, participant, ProfileRun(participant.device))
+        return Call(self, participant, ProfileRun(participant.device), counters=counters)
 
-    def _call_of(self, participant: Participant) -> Call:
-        return Call(self, participant, ProfileRun(participant.device))
+    def _call_of(self, participant: Participant, *, counters: bool = False) -> Call:
+        return Call(self, participant, ProfileRun(participant.device), counters=counters)
 
     def _remember(self, window: Window) -> None:
         if any(w is window for w in self._windows):

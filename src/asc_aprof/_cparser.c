@@ -1,12 +1,14 @@
 /* asc_aprof._cparser: the row loop of TaskParser in C (an optional accelerator).
  *
  * One function, parse_rows(), consumes complete lines of a CSV chunk, as bytes, and appends
- * their ProfilingTask records to a list. The contract with _parser.py: every line it consumes
+ * their ProfilingTask records to a list (and, when asked, each task's PMU counter cells as
+ * doubles, N/A as NaN, to one bytearray per counter column). The contract with _parser.py: every line it consumes
  * gives exactly what TaskParser._rows gives for that line (tasks, skipped counts, data rows,
  * line count). Any line that is not the plain fast case -- a quote in the first k fields, a
  * quote breaking the quoting rule, a wrong field count, a number that is not plain, a
  * non-finite duration, N/A or host cells, invalid UTF-8 in the name or type, a line longer in
- * bytes than the limit -- is left untouched: the call stops at its first byte and says so,
+ * bytes than the limit, a counter cell that is quoted, padded or not a plain finite number
+ * (other than N/A) -- is left untouched: the call stops at its first byte and says so,
  * Python runs its own per-line code on it (including raising the error with its line number),
  * and calls back for the rest.
  *
@@ -44,6 +46,11 @@ typedef struct {
     Cache names, types;
     Py_ssize_t rows;
     int untrack; /* the default device is None or an int, so records hold nothing else */
+    /* Counters: ncounter column indexes (ascending), one row's values, and the values of the
+     * tasks this call made, row-major (flushed into the caller's bytearrays at the end). */
+    Py_ssize_t ncounter, *cidx;
+    double *rowv, *cbuf;
+    Py_ssize_t cbuf_rows, cbuf_cap;
 } Ctx;
 
 enum { ROW_ERROR = -1, ROW_FALLBACK = 0, ROW_DONE = 1 };
@@ -256,6 +263,116 @@ plain_float(const char *p, const char *q, double *out)
     return slow_float(p, q, out);
 }
 
+/* One counter cell: N/A (exactly) is NaN, a plain finite number its value; anything else is
+ * Python's to read (padding, quotes, nan, inf, overflow, text: its value or its error). */
+static int
+counter_cell(const char *p, const char *q, double *out)
+{
+    if (q - p == 3 && p[0] == 'N' && p[1] == '/' && p[2] == 'A') {
+        *out = NAN;
+        return ROW_DONE;
+    }
+    int rc = plain_float(p, q, out);
+    if (rc != ROW_DONE) {
+        return rc;
+    }
+    return isfinite(*out) ? ROW_DONE : ROW_FALLBACK;
+}
+
+static Py_ssize_t
+field_start(const Ctx *c, Py_ssize_t f)
+{
+    return f == 0 ? 0 : c->ends[f - 1] + 1;
+}
+
+/* The counter cells of the line p[0:n] into c->rowv. The line already passed the field count
+ * and quoting checks, so fields past the first k are found by walking commas, a quoted field
+ * (never a counter here: those go to Python) skipped to its closing quote. */
+static int
+parse_counters(Ctx *c, const char *p, Py_ssize_t n)
+{
+    Py_ssize_t j = 0;
+    for (; j < c->ncounter && c->cidx[j] < c->k; j++) {
+        Py_ssize_t f = c->cidx[j];
+        int rc = counter_cell(p + field_start(c, f), p + c->ends[f], &c->rowv[j]);
+        if (rc != ROW_DONE) {
+            return rc;
+        }
+    }
+    Py_ssize_t pos = c->ends[c->k - 1] + 1;
+    for (Py_ssize_t f = c->k; j < c->ncounter; f++) {
+        Py_ssize_t end;
+        if (pos < n && p[pos] == '"') {
+            if (f == c->cidx[j]) {
+                return ROW_FALLBACK;
+            }
+            Py_ssize_t i = pos + 1;
+            for (;;) {
+                const char *close = memchr(p + i, '"', (size_t)(n - i));
+                if (close == NULL) {
+                    return ROW_FALLBACK;
+                }
+                i = close - p + 1;
+                if (i < n && p[i] == '"') { /* an escaped "" */
+                    i++;
+                    continue;
+                }
+                break;
+            }
+            end = i;
+        }
+        else {
+            const char *comma = memchr(p + pos, ',', (size_t)(n - pos));
+            end = comma ? comma - p : n;
+            if (f == c->cidx[j]) {
+                int rc = counter_cell(p + pos, p + end, &c->rowv[j]);
+                if (rc != ROW_DONE) {
+                    return rc;
+                }
+                j++;
+            }
+        }
+        pos = end + 1;
+    }
+    return ROW_DONE;
+}
+
+/* Room for one more row of counters in c->cbuf (before anything of the row is committed). */
+static int
+reserve_counter_row(Ctx *c)
+{
+    if (c->cbuf_rows < c->cbuf_cap) {
+        return 0;
+    }
+    Py_ssize_t cap = c->cbuf_cap ? 2 * c->cbuf_cap : 1024;
+    double *grown = PyMem_Realloc(c->cbuf, (size_t)(cap * c->ncounter) * sizeof(double));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->cbuf = grown;
+    c->cbuf_cap = cap;
+    return 0;
+}
+
+/* Append this call's counters to the caller's bytearrays, column by column. */
+static int
+flush_counters(Ctx *c, PyObject *counter_out)
+{
+    for (Py_ssize_t j = 0; j < c->ncounter; j++) {
+        PyObject *column = PyList_GetItem(counter_out, j); /* borrowed, checked by the caller */
+        Py_ssize_t old = PyByteArray_Size(column);
+        if (old < 0 || PyByteArray_Resize(column, old + c->cbuf_rows * (Py_ssize_t)sizeof(double)) < 0) {
+            return -1;
+        }
+        char *dst = PyByteArray_AsString(column) + old;
+        for (Py_ssize_t r = 0; r < c->cbuf_rows; r++) {
+            memcpy(dst + r * (Py_ssize_t)sizeof(double), &c->cbuf[r * c->ncounter + j], sizeof(double));
+        }
+    }
+    return 0;
+}
+
 /* skipped[key] = skipped.get(key, 0) + 1, as _rows does for control rows */
 static int
 count_skipped(PyObject *skipped, const char *p, Py_ssize_t n)
@@ -373,6 +490,15 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     if (c->i_dev >= 0 && !plain_int(p + FIELD_START(c->i_dev), p + c->ends[c->i_dev], &device)) {
         return ROW_FALLBACK;
     }
+    if (c->ncounter) {
+        rc = parse_counters(c, p, n);
+        if (rc != ROW_DONE) {
+            return rc;
+        }
+        if (reserve_counter_row(c) < 0) {
+            return ROW_ERROR;
+        }
+    }
     int fallback = 0;
     const char *np = p + FIELD_START(c->i_name);
     PyObject *name = cache_str(&c->names, np, p + c->ends[c->i_name] - np, &fallback);
@@ -435,6 +561,10 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     if (rc < 0) {
         return ROW_ERROR;
     }
+    if (c->ncounter) { /* room was reserved before the task was made */
+        memcpy(c->cbuf + c->cbuf_rows * c->ncounter, c->rowv, (size_t)c->ncounter * sizeof(double));
+        c->cbuf_rows++;
+    }
     c->rows++;
     return ROW_DONE;
 }
@@ -465,11 +595,13 @@ check_record_type(PyObject *cls)
 
 PyDoc_STRVAR(parse_rows_doc,
 "parse_rows(out, buf, start, end, ncols, split_at, i_dev, i_id, i_name, i_type, i_dur,\n"
-"           default_device, crlf, skipped, cls, max_line_length, /)\n"
+"           default_device, crlf, skipped, cls, max_line_length, counter_idx, counter_out, /)\n"
 "--\n\n"
 "Parse the '\\n'-separated lines of buf[start:end] (the last one ends at end) into cls\n"
 "records appended to out, counting control rows in skipped. i_dev / i_id are -1 when the\n"
-"CSV has no such column. Stops at the first line Python must handle itself.\n\n"
+"CSV has no such column. For every record, the cells of the columns counter_idx (a tuple of\n"
+"ascending indexes) are appended as native doubles (N/A: NaN) to the bytearrays of the list\n"
+"counter_out, one per column. Stops at the first line Python must handle itself.\n\n"
 "Returns (data_rows, lines, stop, fallback): the data rows and lines consumed, and where it\n"
 "stopped; fallback is True when the line starting at stop is left to Python, False when\n"
 "everything up to end was consumed (stop == end).");
@@ -477,12 +609,13 @@ PyDoc_STRVAR(parse_rows_doc,
 static PyObject *
 parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *out, *buf, *default_device, *skipped, *cls;
+    PyObject *out, *buf, *default_device, *skipped, *cls, *counter_idx, *counter_out;
     Py_ssize_t start, end, ncols, k, i_dev, i_id, i_name, i_type, i_dur, limit;
     int crlf;
-    if (!PyArg_ParseTuple(args, "O!O!nnnnnnnnnOpO!On:parse_rows", &PyList_Type, &out, &PyBytes_Type,
+    if (!PyArg_ParseTuple(args, "O!O!nnnnnnnnnOpO!OnO!O!:parse_rows", &PyList_Type, &out, &PyBytes_Type,
                           &buf, &start, &end, &ncols, &k, &i_dev, &i_id, &i_name, &i_type, &i_dur,
-                          &default_device, &crlf, &PyDict_Type, &skipped, &cls, &limit)) {
+                          &default_device, &crlf, &PyDict_Type, &skipped, &cls, &limit, &PyTuple_Type,
+                          &counter_idx, &PyList_Type, &counter_out)) {
         return NULL;
     }
     char *base;
@@ -523,9 +656,40 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
     c.i_name = i_name;
     c.i_type = i_type;
     c.i_dur = i_dur;
+    c.ncounter = PyTuple_Size(counter_idx);
+    if (c.ncounter != PyList_Size(counter_out)) {
+        PyErr_SetString(PyExc_ValueError, "parse_rows: counter_idx and counter_out differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t j = 0; j < c.ncounter; j++) {
+        if (!PyByteArray_Check(PyList_GetItem(counter_out, j))) {
+            PyErr_SetString(PyExc_TypeError, "parse_rows: counter_out must hold bytearrays");
+            return NULL;
+        }
+    }
     c.ends = PyMem_Malloc((size_t)k * sizeof(Py_ssize_t));
-    if (c.ends == NULL) {
+    c.cidx = PyMem_Malloc((size_t)(c.ncounter + 1) * sizeof(Py_ssize_t));
+    c.rowv = PyMem_Malloc((size_t)(c.ncounter + 1) * sizeof(double));
+    if (c.ends == NULL || c.cidx == NULL || c.rowv == NULL) {
+        PyMem_Free(c.ends);
+        PyMem_Free(c.cidx);
+        PyMem_Free(c.rowv);
         return PyErr_NoMemory();
+    }
+    for (Py_ssize_t j = 0; j < c.ncounter; j++) {
+        Py_ssize_t index = PyLong_AsSsize_t(PyTuple_GetItem(counter_idx, j));
+        if ((index == -1 && PyErr_Occurred()) || index < 0 || index >= ncols
+            || (j > 0 && index <= c.cidx[j - 1])) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError,
+                                "parse_rows: counter_idx must ascend strictly within [0, ncols)");
+            }
+            PyMem_Free(c.ends);
+            PyMem_Free(c.cidx);
+            PyMem_Free(c.rowv);
+            return NULL;
+        }
+        c.cidx[j] = index;
     }
 
     Py_ssize_t lines = 0, pos = start;
@@ -561,7 +725,13 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
         }
         pos = nl - base + 1;
     }
+    if (!failed && c.ncounter && flush_counters(&c, counter_out) < 0) {
+        failed = 1;
+    }
     PyMem_Free(c.ends);
+    PyMem_Free(c.cidx);
+    PyMem_Free(c.rowv);
+    PyMem_Free(c.cbuf);
     cache_clear(&c.names);
     cache_clear(&c.types);
     if (failed) {

@@ -19,5 +19,7 @@ def parse_rows(
     skipped: dict[str, int],
     cls: type[ProfilingTask],
     max_line_length: int,
+    counter_idx: tuple[int, ...],
+    counter_out: list[bytearray],
     /,
 ) -> tuple[int, int, int, bool]: ...

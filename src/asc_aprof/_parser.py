@@ -80,9 +80,11 @@ import math
 import operator
 import os
 import sys
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
+from ._counters import NAN, TaskCounters, counter_indexes
 from ._errors import ParseError
 from ._records import ProfilingTask
 
@@ -141,6 +143,11 @@ class TaskParser:
     :param keep: extra columns to keep per task, each given as its header aliases (first match
         wins); the raw cells of every task go to :attr:`kept`, in task order (``None`` for a
         column the header lacks). Keeping runs the pure-Python row loop.
+    :param counters: also read every PMU counter column of the file (see
+        :mod:`asc_aprof._counters`: every column that does not describe the task) as a number,
+        ``N/A`` as None; :meth:`take_counters` hands them out, aligned with the tasks returned.
+        A counter cell that is neither a finite number nor ``N/A`` is a :class:`ParseError`.
+        Both row loops read them, with identical results.
     :raises RuntimeError: for ``accelerated=True`` when the extension is not built
     """
 
@@ -152,6 +159,7 @@ class TaskParser:
         max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
         accelerated: bool | None = None,
         keep: Sequence[Sequence[str]] = (),
+        counters: bool = False,
     ) -> None:
         if accelerated and _parse_rows is None:
             raise RuntimeError("asc_aprof._cparser is not built: only the pure-Python parser is available")
@@ -163,6 +171,15 @@ class TaskParser:
         #: the kept cells of each task returned so far, one tuple per task (see ``keep``)
         self.kept: list[tuple[str | None, ...]] = []
         self._i_keep: tuple[int | None, ...] = ()
+        #: whether the PMU counter columns are read (see ``counters``)
+        self.counters = bool(counters)
+        #: the counter columns of the header (empty until it is read, or without ``counters``)
+        self.counter_columns: tuple[str, ...] = ()
+        self._i_counters: tuple[int, ...] = ()
+        # one array per counter column, aligned with the tasks returned since take_counters()
+        self._counter_values: list[array[float]] = []
+        self._scratch: list[bytearray] = []  # what one C call read, per column
+        self._untaken = 0  # tasks returned since take_counters()
         self.source = source
         self.default_device = device
         self.max_line_length = max_line_length
@@ -180,7 +197,8 @@ class TaskParser:
         self._error: ParseError | None = None
         self._closed = False
         self._ncols = 0
-        self._split_at = 0
+        self._split_at = 0  # fields the pure row loop splits (covers the counter columns)
+        self._split_c = 0  # fields the C row loop splits (the counter columns it walks to)
         self._i_dev: int | None = None
         self._i_id: int | None = None
         self._i_name = 0
@@ -220,6 +238,7 @@ class TaskParser:
             tasks = self._fast_lines(buf, cut)
         else:
             tasks = self._lines(buf[:cut].decode("utf-8", "replace").split("\n"))
+        self._untaken += len(tasks)
         self._check_tail()
         return tasks
 
@@ -245,7 +264,19 @@ class TaskParser:
         self._closed = True
         if self.kind is None:
             self._fail("empty file: no header row", 0)
+        self._untaken += len(tasks)
         return tasks
+
+    def take_counters(self) -> TaskCounters:
+        """The counters of the tasks returned since the last call (all of them, the first time).
+
+        Aligned with those tasks, in order; empty (no column) without ``counters`` or when the
+        file has no PMU column.
+        """
+        values = dict(zip(self.counter_columns, self._counter_values, strict=True))
+        self._counter_values = [array("d") for _ in self._counter_values]
+        length, self._untaken = self._untaken, 0
+        return TaskCounters._wrap(values, length)
 
     @property
     def tasks_out(self) -> int:
@@ -297,7 +328,13 @@ class TaskParser:
         self._i_name, self._i_type, self._i_dur = i_name, i_type, i_dur
         self._i_keep = tuple(_find(header, aliases) for aliases in self._keep_aliases)
         used = [i for i in (self._i_dev, self._i_id, i_name, i_type, i_dur, *self._i_keep) if i is not None]
-        self._split_at = max(used) + 1
+        self._split_c = max(used) + 1
+        if self.counters:
+            self._i_counters = counter_indexes(header)
+            self.counter_columns = tuple(header[i] for i in self._i_counters)
+            self._counter_values = [array("d") for _ in self._i_counters]
+            self._scratch = [bytearray() for _ in self._i_counters]
+        self._split_at = max([*used, *self._i_counters]) + 1
 
     def _lines(self, lines: list[str]) -> list[ProfilingTask]:
         limit = self.max_line_length
@@ -321,7 +358,7 @@ class TaskParser:
                     pos,
                     end,
                     self._ncols,
-                    self._split_at,
+                    self._split_c,
                     -1 if self._i_dev is None else self._i_dev,
                     -1 if self._i_id is None else self._i_id,
                     self._i_name,
@@ -332,9 +369,14 @@ class TaskParser:
                     self.skipped,
                     ProfilingTask,
                     min(self._max_line_length, sys.maxsize),
+                    self._i_counters,
+                    self._scratch,
                 )
                 self.data_rows += rows
                 self._line += lines
+                for values, scratch in zip(self._counter_values, self._scratch, strict=True):
+                    values.frombytes(scratch)
+                    scratch.clear()
                 if not fallback:
                     return out
                 # Back-to-back fallbacks (C consumed nothing): hand Python a growing batch, so
@@ -380,6 +422,9 @@ class TaskParser:
         cls = ProfilingTask
         i_keep = self._i_keep
         keep_append = self.kept.append
+        i_counters = self._i_counters
+        counter_values = self._counter_values
+        counter_names = self.counter_columns
         index = -1
         try:
             for index, line in enumerate(lines):  # noqa: B007 - index names the bad line
@@ -452,9 +497,14 @@ class TaskParser:
                         device = int(dev_text)
                     except ValueError:
                         device = _device(dev_text)
+                if i_counters:
+                    row_counters = [_counter(parts[i], counter_names, j) for j, i in enumerate(i_counters)]
                 append(_new_task(cls, (task_id, parts[i_name], ttype, duration, device)))
                 if i_keep:
                     keep_append(tuple(None if i is None else parts[i] for i in i_keep))
+                if i_counters:
+                    for values, value in zip(counter_values, row_counters, strict=True):
+                        values.append(value)
         except _RowError as exc:
             self.data_rows += rows
             self._line = first + index - 1
@@ -542,6 +592,23 @@ def _number(text: str, kind: type[float], what: str) -> float:
         return kind(stripped)
     except ValueError:
         raise _RowError(f"{what} is not a number: {text!r}") from None
+
+
+def _counter(text: str, names: tuple[str, ...], j: int) -> float:
+    """One counter cell: its finite value, or NaN for ``N/A`` (None in :class:`TaskCounters`)."""
+    try:
+        value = float(text)
+    except ValueError:
+        stripped = text.strip().strip('"').strip()
+        if stripped == "N/A":
+            return NAN
+        try:
+            value = float(stripped)
+        except ValueError:
+            raise _RowError(f"counter {names[j]!r} is not a number or N/A: {text!r}") from None
+    if value - value:  # nan or +-inf
+        raise _RowError(f"counter {names[j]!r} is not a finite number: {text!r}")
+    return value
 
 
 def _optional_int(text: str, what: str) -> int | None:

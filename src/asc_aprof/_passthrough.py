@@ -77,10 +77,10 @@ class PassThroughProfiler:
     def export(self, *args: Any, **kwargs: Any) -> Path:
         raise UsageError(_OFF)
 
-    def store_result(self, run_id: str) -> ProfilingResult:
+    def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:
         raise UsageError(_OFF)
 
-    def store_last_result(self) -> ProfilingResult:
+    def store_last_result(self, *, counters: bool = False) -> ProfilingResult:
         raise UsageError(_OFF)
 
     def cleanup(self) -> list[Path]:
@@ -140,11 +140,11 @@ class PassThroughAsyncProfiler:
         """Raises :class:`~asc_aprof.UsageError` (nothing to cancel)."""
         raise UsageError(_OFF)
 
-    async def store_result(self, run_id: str) -> ProfilingResult:
+    async def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:
         """Raises :class:`~asc_aprof.UsageError` (nothing to cancel)."""
         raise UsageError(_OFF)
 
-    async def store_last_result(self) -> ProfilingResult:
+    async def store_last_result(self, *, counters: bool = False) -> ProfilingResult:
         """Raises :class:`~asc_aprof.UsageError` (nothing to cancel)."""
         raise UsageError(_OFF)
 

@@ -36,9 +36,9 @@ from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
 from ._layout import find_summary_csvs
-from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait
+from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
 from ._raw import Reader, raw_or_fallback, read_run
-from ._reader import iter_file_tasks, split_by_device, summary_csvs_or_error
+from ._reader import RunTasks, gather, iter_file_batches, summary_csvs_or_error
 from ._records import ProfilingResult, make_result
 from ._runguard import exporting, wait_for_export
 from ._tune import TuneOptions, TuneResult
@@ -61,7 +61,7 @@ def perform(step: Step) -> Any:
         with exporting(step.run_dir):
             return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
-        return {dev: tuple(tasks) for dev, tasks in split_by_device(iter_file_tasks(step.files)).items()}
+        return gather(iter_file_batches(step.files, counters=step.counters), counters=step.counters)
     remove_run_dir(step.run_dir, step.root, step.reason)
     return None
 
@@ -143,36 +143,46 @@ class Profiler(ProfilerBase):
                 run_export(self.toolkit, run_dir, what="timeline", timeout=self.export_timeout)
         return run_dir
 
-    def store_result(self, run_id: str) -> ProfilingResult:
+    def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:
         """Parse the exported CSVs of run *run_id* (every device) into ``last_result``.
 
         A run not exported yet is read per ``reader``: natively from its raw data, else (``auto``)
-        exported with ``msprof.py`` first.
+        exported with ``msprof.py`` first. The raw reader does not read PMU counters, so with
+        *counters* a run not exported yet is exported first (``auto``).
 
+        :param counters: also read every task's PMU counters into the result's ``counters``
+            (:class:`~asc_aprof.TaskCounters`); off by default, which keeps parsing fastest
         :raises UsageError: for a run id outside the result path, or (``reader="msprof"``) a
             run not exported yet
-        :raises RawReadDeclined: ``reader="raw"`` and the raw reader declined the run
+        :raises RawReadDeclined: ``reader="raw"`` and the raw reader declined the run (or
+            *counters* were asked for)
         :raises ParseError: for a malformed CSV (file and line)
         """
-        return self._store(self._run_dir(run_id))
+        return self._store(self._run_dir(run_id), counters)
 
-    def store_last_result(self) -> ProfilingResult:
-        """Parse the newest run this profiler created (else the newest in the result path)."""
-        return self._store(self._last_run_dir())
+    def store_last_result(self, *, counters: bool = False) -> ProfilingResult:
+        """Parse the newest run this profiler created (else the newest in the result path).
 
-    def _store(self, run_dir: Path) -> ProfilingResult:
+        :param counters: as for :meth:`store_result`
+        """
+        return self._store(self._last_run_dir(), counters)
+
+    def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
         wait_for_export(run_dir)
         files = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
-            raw = raw_or_fallback(self.reader, read_run(run_dir), run_dir)
+            outcome = raw_declined_for_counters() if counters else read_run(run_dir)
+            raw = raw_or_fallback(self.reader, outcome, run_dir)
             if raw is not None:
                 self.last_result = make_result(raw.profiling_tasks(), run_dir.name)
                 return self.last_result
             with exporting(run_dir):
                 run_export(self.toolkit, run_dir, timeout=self.export_timeout)
             files = find_summary_csvs(run_dir)
-        tasks = [t for batch in iter_file_tasks(files or summary_csvs_or_error(run_dir)) for t in batch]
-        self.last_result = make_result(tasks, run_dir.name)
+        gathered = RunTasks(counters)
+        for batch in iter_file_batches(files or summary_csvs_or_error(run_dir), counters=counters):
+            gathered.add(batch)
+        self.last_result = make_result(gathered.tasks, run_dir.name, gathered.counters())
         return self.last_result
 
     def cleanup(self) -> list[Path]:
@@ -189,6 +199,8 @@ class Profiler(ProfilerBase):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> Iterator[ProfileRun]:
         """start -> body -> stop -> read into ``last_result`` (and the handle's ``result``).
 
@@ -200,8 +212,11 @@ class Profiler(ProfilerBase):
         exception propagates unchanged; nothing is exported.
 
         :param cleanup: delete the raw run afterwards when it lives in the temporary root
+        :param metrics: the AI Core PMU group CANN collects (what the counters will hold)
+        :param counters: put every task's PMU counters (the columns of the *metrics* group) in
+            the result's ``counters`` (:class:`~asc_aprof.TaskCounters`)
         """
-        with self._collect(device_id, cleanup, metrics, profile_types) as run:
+        with self._collect(device_id, cleanup, metrics, profile_types, counters) as run:
             yield run
 
     def bench(
@@ -397,10 +412,11 @@ class Profiler(ProfilerBase):
         cleanup: bool,
         metrics: AicoreMetrics | int,
         profile_types: ProfileTypes | None,
+        counters: bool = False,
     ) -> Iterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types)
+            call = self._call(device_id, metrics, profile_types, counters=counters)
             drive(call.enter())
             try:
                 yield call.run

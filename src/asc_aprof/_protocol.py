@@ -23,6 +23,10 @@ sweep runs the async driver. The rules:
   so nothing keeps running and the next collection can start;
 * a body that ended normally leaves *as a consumer* (it will take a share of the result);
 * the stop is awaited shielded; Ctrl+C during it waits for the stop before propagating;
+* a body that ended normally and wants the PMU counters says so as it leaves (before the stop),
+  so whoever produces the result parses them for everyone; callers that did not ask get none.
+  Counters come from ``msprof.py``'s CSVs: with ``reader='auto'`` a window whose result needs
+  them is exported, not read raw;
 * the first consumer to claim the result produces it; an :class:`~asc_aprof.AprofError` while
   producing is published to every consumer; anything else (cancellation) abandons it, and the
   next consumer produces it instead, so one caller's cancellation never disturbs the others;
@@ -43,15 +47,17 @@ from ._collector import (
     REMOVED_BY_CLEANUP_CALL,
     REMOVED_BY_CLEANUP_TRUE,
     Claim,
+    DeviceTasks,
     Participant,
     Window,
     get_collector,
 )
+from ._counters import TaskCounters
 from ._errors import AprofError
 from ._latch import Latch
 from ._layout import CsvFile
-from ._raw import Declined, RawResult, Reader, raw_or_fallback
-from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask, make_result
+from ._raw import Declined, DeclineReason, RawResult, Reader, raw_or_fallback
+from ._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
 from ._toolkit import Toolkit
 
 if TYPE_CHECKING:
@@ -82,9 +88,11 @@ class Export:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Parse:
-    """Parse *files*; the outcome is the tasks per device, as shared tuples."""
+    """Parse *files* (with their PMU *counters*); the outcome: per device, tasks as a shared tuple
+    and their counters (None without *counters*)."""
 
     files: Sequence[CsvFile]
+    counters: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,18 +124,29 @@ START = "aclprofInit/aclprofStart"
 STOP = "aclprofStop/aclprofFinalize"
 
 
+def raw_declined_for_counters() -> Declined:
+    """The raw reader's answer when PMU counters are wanted: it does not read them."""
+    return Declined(
+        DeclineReason.UNSUPPORTED, "the raw reader does not read PMU counters; use reader='auto' or 'msprof'"
+    )
+
+
 class Call:
     """One caller's part in one window: the protocol's phases as step generators.
 
     Made by :meth:`ProfilerBase._call`, which joins the window. Used by one task or thread.
     """
 
-    __slots__ = ("participant", "profiler", "run")
+    __slots__ = ("counters", "participant", "profiler", "run")
 
-    def __init__(self, profiler: ProfilerBase, participant: Participant, run: ProfileRun) -> None:
+    def __init__(
+        self, profiler: ProfilerBase, participant: Participant, run: ProfileRun, *, counters: bool = False
+    ) -> None:
         self.profiler = profiler
         self.participant = participant
         self.run = run
+        #: whether this caller's result carries the PMU counters
+        self.counters = counters
 
     @property
     def window(self) -> Window:
@@ -158,6 +177,8 @@ class Call:
 
     def leave(self) -> None:
         """The body ended normally: leave as a consumer of the window's result."""
+        if self.counters:
+            self.window.shared.want_counters()  # before the stop: no parse has begun
         get_collector().leave(self.participant, consume=True)
 
     def stop(self) -> Steps[ProfileRun]:
@@ -176,7 +197,10 @@ class Call:
             self.profiler._emit("collection_stopped", window)
             run_dir = self.profiler._stopped_run_dir(window)
             yield from self._produce_or_wait(run_dir)
-            result = make_result(window.shared.take(self.device), run_dir.name)
+            tasks, counters = window.shared.take(self.device)
+            if self.counters and counters is None:
+                counters = TaskCounters(length=len(tasks))  # no task of this device in the run
+            result = make_result(tasks, run_dir.name, counters if self.counters else None)
         except BaseException:
             window.shared.release(False)  # an error or cancellation keeps the raw data
             if window.claim_removal() and window.run_dir is not None:
@@ -218,13 +242,18 @@ class Call:
                 yield Wait(changed, None, "the shared export")
                 continue
             try:
-                tasks: dict[int | None, tuple[ProfilingTask, ...]] | None = None
-                if profiler.reader is not Reader.MSPROF:
+                tasks: dict[int | None, DeviceTasks] | None = None
+                counters = shared.counters_wanted
+                if profiler.reader is Reader.RAW or (profiler.reader is Reader.AUTO and not counters):
                     began = time.monotonic()
-                    outcome: RawResult | Declined = yield ReadRaw(run_dir)
+                    outcome: RawResult | Declined
+                    if counters:  # reader is RAW: it cannot give them, so it declines
+                        outcome = raw_declined_for_counters()
+                    else:
+                        outcome = yield ReadRaw(run_dir)
                     raw = raw_or_fallback(profiler.reader, outcome, run_dir)
                     if raw is not None:
-                        tasks = raw.by_device()
+                        tasks = {d: (t, None) for d, t in raw.by_device().items()}
                         rows = len(raw.tasks)
                         profiler._emit("parse_finished", window, time.monotonic() - began, rows)
                 if tasks is None:
@@ -233,8 +262,8 @@ class Call:
                     files = yield Export(window.key.toolkit, run_dir, profiler.export_timeout)
                     profiler._emit("export_finished", window, time.monotonic() - began)
                     began = time.monotonic()
-                    tasks = yield Parse(files)
-                    rows = sum(len(v) for v in tasks.values())
+                    tasks = yield Parse(files, counters)
+                    rows = sum(len(v[0]) for v in tasks.values())
                     profiler._emit("parse_finished", window, time.monotonic() - began, rows)
             except AprofError as exc:
                 shared.publish(None, exc)

@@ -25,6 +25,10 @@ kept per row), so they are opt-in: the default read is the accelerated one, unch
 the extra columns by the header, a timed read holds back a file's first bytes until its header
 line is complete, reads that line with a throwaway parser, then builds the real one.
 
+With ``counters=True`` every parser also reads the PMU counter columns, and each batch comes with
+the counters of its tasks (:class:`TaskBatch`), aligned with them; a dropped batch drops its
+counters too. :class:`DeviceSplit` files batches by device, counters along.
+
 A file that gives no task -- a header and no data row, or only rows the parser skips (``N/A``
 durations, ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``) -- is not an error (a device may have run
 nothing), but it is said: a warning on the ``asc_aprof`` logger names the file and what it held.
@@ -32,16 +36,18 @@ nothing), but it is said: a warning on the ``asc_aprof`` logger names the file a
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import enum
 import logging
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import anyio
 import anyio.lowlevel
 
+from ._counters import CounterBuilder, TaskCounters
 from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs, task_time_beside
 from ._parser import TaskParser
@@ -68,6 +74,15 @@ JOIN_KEEP: Final = (STREAM_COLUMNS, tuple(START_COLUMNS))
 JoinKey = tuple[int | None, str, int | None, int]
 #: The raw cells a timed read keeps per task: stream, start, then the extra columns.
 KeptCells = tuple[str | None, ...]
+#: One device's share of a run: its tasks, and their counters when they were asked for.
+DeviceTasks = tuple[tuple[ProfilingTask, ...], TaskCounters | None]
+
+
+class TaskBatch(NamedTuple):
+    """Tasks a feed finished, with their counters (aligned) when the reader reads counters."""
+
+    tasks: list[ProfilingTask]
+    counters: TaskCounters | None
 
 
 class _Phase(enum.Enum):
@@ -149,7 +164,8 @@ class RunReader:
     """The files of one export, read in order, with level-0 types joined in (see the module doc).
 
     Drive it: ``while (f := reader.next_file()) is not None:`` open *f*, then feed chunks while
-    :attr:`reading`, and ``b""`` at the end of the file; every call returns the tasks it finished.
+    :attr:`reading`, and ``b""`` at the end of the file; every call returns the tasks it finished
+    (:meth:`feed_batch`: with their counters, when *counters*).
     """
 
     def __init__(
@@ -158,10 +174,12 @@ class RunReader:
         *,
         timed: bool = False,
         extra: Callable[[Sequence[str]], Sequence[str]] | None = None,
+        counters: bool = False,
     ) -> None:
         self._files = list(files)
         self._timed = timed
         self._extra = extra
+        self.counters = counters
         self._held = b""  # a timed read's first bytes, until its header line is complete
         self._beside = task_time_beside(self._files)
         self._index = -1  # position in _files
@@ -204,6 +222,7 @@ class RunReader:
             device=self._file.device,
             accelerated=False if keep else None,
             keep=(*JOIN_KEEP, *((name,) for name in extra)) if keep else (),
+            counters=self.counters,
         )
 
     def _extra_columns(self, held: bytes) -> Sequence[str]:
@@ -222,6 +241,10 @@ class RunReader:
 
     def feed(self, data: bytes) -> list[ProfilingTask]:
         """Bytes of the current file (``b""`` at its end); the tasks they completed."""
+        return self.feed_batch(data).tasks
+
+    def feed_batch(self, data: bytes) -> TaskBatch:
+        """As :meth:`feed`, with the tasks' counters (None unless the reader reads counters)."""
         if not self.reading:
             raise RuntimeError("RunReader.feed() without a file being read")
         parser = self._parser
@@ -229,7 +252,7 @@ class RunReader:
             held = self._held + data
             if data and _header_end(held) < 0:
                 self._held = held
-                return []
+                return self._none()
             self._held = b""
             parser = self._parser = self._make_parser(self._extra_columns(held))
             tasks = parser.feed(held) if held else []
@@ -249,22 +272,26 @@ class RunReader:
         if self._phase is not _Phase.TYPES:
             report_no_tasks(parser)
 
-    def _after(self, parser: TaskParser, tasks: list[ProfilingTask]) -> list[ProfilingTask]:
+    def _none(self) -> TaskBatch:
+        return TaskBatch([], TaskCounters() if self.counters else None)
+
+    def _after(self, parser: TaskParser, tasks: list[ProfilingTask]) -> TaskBatch:
         kept, parser.kept = parser.kept, []
+        counters = parser.take_counters() if self.counters else None
         self.kept = []
         if self._phase is _Phase.TYPES:
             self._add_types(parser, tasks, kept)
-            return []
+            return self._none()
         if self._phase is _Phase.JOINED:
             out = self._resolve(parser, tasks, kept)
             self.kept = kept
-            return out
+            return TaskBatch(out, counters)
         if tasks and self._first_batch:
             self._first_batch = False
             if parser.kind == "op_summary" and self._needs_types(tasks):
-                return []
+                return self._none()
         self.kept = kept
-        return tasks
+        return TaskBatch(tasks, counters)
 
     # -- level 0 --------------------------------------------------------------------------------
     def _needs_types(self, first: list[ProfilingTask]) -> bool:
@@ -335,48 +362,123 @@ def iter_timed_file_tasks(
 
 def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
     """Batches of tasks from *files*, read in 1 MiB chunks."""
-    reader = RunReader(files)
+    for batch in iter_file_batches(files):
+        yield batch.tasks
+
+
+def iter_file_batches(files: Sequence[CsvFile], *, counters: bool = False) -> Iterator[TaskBatch]:
+    """Batches of tasks (with their counters, when asked) from *files*, read in 1 MiB chunks."""
+    reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
         with open(csv_file.path, "rb") as stream:
             while reader.reading:
-                batch = reader.feed(stream.read(SYNC_CHUNK))
-                if batch:
+                batch = reader.feed_batch(stream.read(SYNC_CHUNK))
+                if batch.tasks:
                     yield batch
 
 
 async def aiter_file_tasks(files: Sequence[CsvFile]) -> AsyncGenerator[list[ProfilingTask], None]:
-    """Batches of tasks from *files*, read with anyio's file API.
+    """Batches of tasks from *files*, read with anyio's file API (see :func:`aiter_file_batches`)."""
+    async with contextlib.aclosing(aiter_file_batches(files)) as batches:
+        async for batch in batches:
+            yield batch.tasks
+
+
+async def aiter_file_batches(
+    files: Sequence[CsvFile], *, counters: bool = False
+) -> AsyncGenerator[TaskBatch, None]:
+    """Batches of tasks (with their counters, when asked) from *files*, read with anyio's file API.
 
     Reads 1 MiB per worker-thread round trip and parses it in 32 KiB slices with a checkpoint
     between them, so the loop never stalls for long; the consumer's pace sets the reading pace
     (at most one read chunk is held).
     """
-    reader = RunReader(files)
+    reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
         async with await anyio.open_file(csv_file.path, "rb") as stream:
             while reader.reading:
                 chunk = await stream.read(SYNC_CHUNK)
                 if not chunk:
-                    batch = reader.feed(b"")
-                    if batch:
+                    batch = reader.feed_batch(b"")
+                    if batch.tasks:
                         yield batch
                     break
                 view = memoryview(chunk)
                 for start in range(0, len(chunk), ASYNC_CHUNK):
-                    batch = reader.feed(bytes(view[start : start + ASYNC_CHUNK]))
-                    if batch:
+                    batch = reader.feed_batch(bytes(view[start : start + ASYNC_CHUNK]))
+                    if batch.tasks:
                         yield batch
                     await anyio.lowlevel.checkpoint()
                     if not reader.reading:
                         break
 
 
-def split_by_device(batches: Iterator[list[ProfilingTask]]) -> dict[int | None, list[ProfilingTask]]:
-    out: dict[int | None, list[ProfilingTask]] = {}
+class RunTasks:
+    """Batches gathered into one list of tasks and (when counted) one :class:`TaskCounters`."""
+
+    __slots__ = ("_builder", "tasks")
+
+    def __init__(self, counters: bool) -> None:
+        self.tasks: list[ProfilingTask] = []
+        self._builder = CounterBuilder() if counters else None
+
+    def add(self, batch: TaskBatch) -> None:
+        self.tasks += batch.tasks
+        if self._builder is not None:
+            if batch.counters is None:
+                self._builder.pad(len(batch.tasks))
+            else:
+                self._builder.extend(batch.counters)
+
+    def counters(self) -> TaskCounters | None:
+        return None if self._builder is None else self._builder.build()
+
+
+class DeviceSplit:
+    """Batches filed by device (``task.device``), counters along with their tasks."""
+
+    __slots__ = ("_counted", "_counters", "_plain")
+
+    def __init__(self, counters: bool) -> None:
+        self._counters = counters
+        self._plain: dict[int | None, list[ProfilingTask]] = {}  # without counters: plain lists
+        self._counted: dict[int | None, RunTasks] = {}
+
+    def add(self, batch: TaskBatch) -> None:
+        if not self._counters:
+            plain = self._plain
+            for task in batch.tasks:
+                bucket = plain.get(task.device)
+                if bucket is None:
+                    bucket = plain[task.device] = []
+                bucket.append(task)
+            return
+        indexes: dict[int | None, list[int]] = {}
+        for i, task in enumerate(batch.tasks):
+            picked = indexes.get(task.device)
+            if picked is None:
+                picked = indexes[task.device] = []
+            picked.append(i)
+        whole = len(indexes) == 1  # the usual case: one device per batch, no copy
+        for device, picked in indexes.items():
+            tasks = batch.tasks if whole else [batch.tasks[i] for i in picked]
+            counters = batch.counters
+            if counters is not None and not whole:
+                counters = counters.select(picked)
+            entry = self._counted.get(device)
+            if entry is None:
+                entry = self._counted[device] = RunTasks(True)
+            entry.add(TaskBatch(tasks, counters))
+
+    def per_device(self) -> dict[int | None, DeviceTasks]:
+        if not self._counters:
+            return {device: (tuple(tasks), None) for device, tasks in self._plain.items()}
+        return {device: (tuple(entry.tasks), entry.counters()) for device, entry in self._counted.items()}
+
+
+def gather(batches: Iterable[TaskBatch], *, counters: bool) -> dict[int | None, DeviceTasks]:
+    """Every batch, by device."""
+    split = DeviceSplit(counters)
     for batch in batches:
-        for task in batch:
-            bucket = out.get(task.device)
-            if bucket is None:
-                bucket = out[task.device] = []
-            bucket.append(task)
-    return out
+        split.add(batch)
+    return split.per_device()

@@ -6,9 +6,12 @@ import dataclasses
 import datetime as _dt
 import difflib
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from ._errors import InvalidArgumentError, NoSamplesError
+
+if TYPE_CHECKING:
+    from ._counters import TaskCounters
 
 #: Task types that run on AI Core / AI Vector units; only these count for medians.
 AICORE_TASK_TYPES: Final = frozenset(
@@ -69,7 +72,8 @@ class ProfilingTask(NamedTuple):
 
 
 RESULT_FORMAT: Final = "asc-aprof.result"
-RESULT_VERSION: Final = 1
+#: Version 2 added ``counters``; version 1 files are still read (they have none).
+RESULT_VERSION: Final = 2
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,18 +83,24 @@ class ProfilingResult:
     :ivar tasks: the tasks, in file order (start order per device)
     :ivar run_id: the ``PROF_*`` directory name the tasks came from
     :ivar stored_at: when the result was parsed (UTC, timezone-aware)
+    :ivar counters: the tasks' PMU counters (:class:`~asc_aprof.TaskCounters`, aligned with
+        ``tasks``) when they were asked for (``counters=True``), else None
     """
 
     tasks: tuple[ProfilingTask, ...]
     run_id: str
     stored_at: _dt.datetime
+    counters: TaskCounters | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """This result in the versioned JSON format (``RESULT_FORMAT``, ``version`` 1).
+        """This result in the versioned JSON format (``RESULT_FORMAT``, ``version`` 2).
 
-        ``{"format": "asc-aprof.result", "version": 1, "run_id": str, "stored_at": ISO-8601 UTC,
+        ``{"format": "asc-aprof.result", "version": 2, "run_id": str, "stored_at": ISO-8601 UTC,
         "tasks": [{"id": int|null, "name": str, "type": str, "duration_us": float,
-        "device": int|null}, ...]}``
+        "device": int|null}, ...], "counters": {column: [float|null, ...], ...} | null}``;
+        ``counters`` (new in version 2) holds one list per PMU column, aligned with ``tasks``
+        (null for ``N/A``), or is null when the counters were not read. Version 1 is the same
+        without ``counters``.
         """
         return {
             "format": RESULT_FORMAT,
@@ -101,14 +111,17 @@ class ProfilingResult:
                 {"id": t.id, "name": t.name, "type": t.type, "duration_us": t.duration, "device": t.device}
                 for t in self.tasks
             ],
+            "counters": None if self.counters is None else self.counters.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ProfilingResult:
-        """Rebuild a result written by :meth:`to_dict`.
+        """Rebuild a result written by :meth:`to_dict` (version 1 or 2).
 
         :raises ValueError: for another format or a newer version
         """
+        from ._counters import TaskCounters
+
         if data.get("format") != RESULT_FORMAT:
             raise ValueError(f"not an asc-aprof result (format={data.get('format')!r})")
         if not isinstance(data.get("version"), int) or data["version"] > RESULT_VERSION:
@@ -127,14 +140,18 @@ class ProfilingResult:
                 for t in data["tasks"]
             )
             stored_at = _dt.datetime.fromisoformat(data["stored_at"])
-            return cls(tasks, str(data["run_id"]), stored_at)
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"malformed asc-aprof result: {exc!r}") from exc
+            raw = data.get("counters")
+            counters = None if raw is None else TaskCounters.from_dict(raw, length=len(tasks))
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise ValueError(f"malformed asc-aprof result: {exc}") from exc
+        return cls(tasks, str(data["run_id"]), stored_at, counters)
 
 
-def make_result(tasks: Iterable[ProfilingTask], run_id: str) -> ProfilingResult:
-    """A result of *tasks* parsed now."""
-    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc))
+def make_result(
+    tasks: Iterable[ProfilingTask], run_id: str, counters: TaskCounters | None = None
+) -> ProfilingResult:
+    """A result of *tasks* (and their *counters*) parsed now."""
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc), counters)
 
 
 def numpy_round3(value: float) -> float:

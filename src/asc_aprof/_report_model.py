@@ -23,8 +23,10 @@ threshold, ``faster`` when significant and below minus the threshold, ``signific
 otherwise.
 
 Counters: for (group, device, kernel), the median of every counter column over the tasks that
-have it (timelines read with counters). A *verdict* callable, given the medians, returns the bound
-verdict to show (None: none shown); it is the one place a bound rule plugs in.
+have it (timelines read with counters, or results parsed with ``counters=True``). A *verdict*
+callable, given those medians and the kernel's median duration (µs), returns the bound verdict to
+show; the default, :func:`bound_verdict_text`, is :func:`asc_aprof.bound_verdict`'s label and
+reason (the rule is :data:`asc_aprof.VERDICT_RULE`). ``verdict=None`` shows none.
 """
 
 from __future__ import annotations
@@ -39,12 +41,20 @@ from ._errors import UsageError
 from ._records import ProfilingResult, ProfilingTask
 from ._stats import compare_tasks, quantile
 from ._timeline import TimedTask, Timeline
+from ._verdict import bound_verdict
 
 if TYPE_CHECKING:
     from ._async import SweepItem
 
 Source = ProfilingResult | Timeline
-Verdict = Callable[[Mapping[str, float | None]], str | None]
+#: (counter medians by column, median duration in µs) -> the verdict text to show, or None.
+Verdict = Callable[[Mapping[str, float | None], float], str | None]
+
+
+def bound_verdict_text(counters: Mapping[str, float | None], median_us: float) -> str:
+    """The report's default verdict: :func:`asc_aprof.bound_verdict`'s label and reason."""
+    verdict = bound_verdict(counters, median_us)
+    return f"{verdict.label}: {verdict.reason}"
 
 #: Samples drawn per distribution (evenly thinned from the sorted samples; the numbers use all).
 PLOT_SAMPLES: Final = 2000
@@ -234,12 +244,19 @@ def slices_of(
         if isinstance(result, Timeline):
             for timed in result.tasks:
                 by_device.setdefault(timed.task.device, []).append(timed)
+        elif result.counters is not None:  # counters without start times
+            for task, row in zip(result.tasks, result.counters.rows(), strict=True):
+                by_device.setdefault(task.device, []).append(TimedTask(task, None, None, row))
         else:
             for task in result.tasks:
                 by_device.setdefault(task.device, []).append(task)
         for device, items in by_device.items():
             timed_items: list[TimedTask] | None = None
-            if isinstance(result, Timeline):
+            if isinstance(result, ProfilingResult) and result.counters is not None:
+                timed_items = items
+                tasks = [t.task for t in items]
+                case = None
+            elif isinstance(result, Timeline):
                 timed_items = items
                 tasks = [t.task for t in items]
                 case = result.case(device)
@@ -285,20 +302,21 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
     for (group, device, name), (ktype, durations, timed_tasks) in groups.items():
         ordered = sorted(durations)
         counters = _counter_medians(timed_tasks)
+        median = median_interval(ordered)
         views.append(
             KernelView(
                 group,
                 device,
                 name,
                 ktype,
-                median_interval(ordered),
+                median,
                 quantile(ordered, 0.1),
                 quantile(ordered, 0.9),
                 ordered[0],
                 ordered[-1],
                 tuple(thin(ordered)),
                 counters,
-                verdict(counters) if verdict is not None and counters else None,
+                verdict(counters, median.median) if verdict is not None and counters else None,
             )
         )
     views.sort(key=lambda v: (v.name, v.device if v.device is not None else -1, v.group or ""))
@@ -396,7 +414,7 @@ def build_model(
     title: str | None = None,
     threshold: float = 5.0,
     skip: int = 0,
-    verdict: Verdict | None = None,
+    verdict: Verdict | None = bound_verdict_text,
 ) -> ReportModel:
     """The report of *groups* of slices (see the module doc).
 
@@ -427,7 +445,7 @@ def build_model(
         for s in pieces:
             counts[(group or "-", s.run_id)] = counts.get((group or "-", s.run_id), 0) + len(s.tasks)
     notes = []
-    if not any(s.timed for s in slices):
+    if not any(t.start_ns is not None for s in slices for t in s.timed or ()):
         notes.append(
             "No start times in these inputs (JSON results carry none): give the PROF_* runs or their "
             "result directory for the timeline and the counters."

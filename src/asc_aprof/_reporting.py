@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._errors import InvalidArgumentError
-from ._report_model import ReportModel, Slice, Source, Verdict, build_model, slices_of
+from ._report_model import ReportModel, Slice, Source, Verdict, bound_verdict_text, build_model, slices_of
 
 if TYPE_CHECKING:
     from ._async import SweepItem
@@ -23,7 +23,7 @@ def model_of(
     title: str | None = None,
     skip: int = 0,
     threshold: float = 5.0,
-    verdict: Verdict | None = None,
+    verdict: Verdict | None = bound_verdict_text,
     cases: Mapping[tuple[str, int | None], str] | None = None,
 ) -> ReportModel:
     """What :func:`write_report` shows, without drawing it (see :mod:`asc_aprof._report_model`)."""
@@ -50,18 +50,21 @@ def write_report(
     title: str | None = None,
     skip: int = 0,
     threshold: float = 5.0,
-    verdict: Verdict | None = None,
+    verdict: Verdict | None = bound_verdict_text,
 ) -> Path:
     """Write a self-contained HTML report (opens offline; needs the ``report`` extra: plotly).
 
-    :param sources: results (:class:`ProfilingResult`), timelines (:func:`read_timeline`: adds
-        the timeline overview and the counters) or sweep items, labelled by case where they say
+    :param sources: results (:class:`ProfilingResult`; parsed with ``counters=True``, their
+        counters), timelines (:func:`read_timeline`: adds the timeline overview and the counters) or
+        sweep items, labelled by case where they say
         so; or a mapping of input label -> such sources (two inputs are compared, the first as
         the base)
     :param compare: compare the two inputs of a mapping (default: when there are exactly two)
     :param skip: leading samples of each kernel dropped per run and device (warm-up)
     :param threshold: a significant slowdown beyond this many percent is a regression
-    :param verdict: the bound verdict for a kernel's counter medians (None: no verdict shown)
+    :param verdict: ``verdict(counter_medians, median_us)``: the text shown as a kernel's bound
+        verdict (default: :func:`bound_verdict`'s label and reason, by :data:`VERDICT_RULE`;
+        None: no verdict shown)
     :raises UsageError: when plotly is missing, there is no task, or *compare* lacks two inputs
     :return: the path written
     """

@@ -2,10 +2,15 @@
 
 Theory of operation
 -------------------
-**Racing.** :func:`race` is a sans-IO plan (like :func:`asc_aprof._bench.plan`): it yields
-:class:`Round` steps, each a list of :class:`Request` (measure candidate *i* for *reps* calls),
-and receives each request's :class:`~asc_aprof.BenchResult` or exception. Drivers
-(:func:`tune`, :func:`tune_async`) run the requests on the devices and send the outcomes back.
+**Plans and drivers.** Every decision is written once, as sans-IO generators that yield steps
+and receive their outcomes (like :func:`asc_aprof._bench.plan`); drivers only perform steps:
+:func:`tune` (threads), :func:`tune_async` (tasks) and :func:`asc_aprof.ray_sweep.ray_tune`
+(one actor per Ray node). :func:`tune_plan` is the whole tune (:class:`Probe` the platform,
+:class:`FileIO` on the cache, :class:`Round` s of the race); :func:`race` yields the rounds,
+each a list of :class:`Request` (measure candidate *i* for *reps* calls) and receives each
+request's :class:`Measured` samples or exception; a driver deals a round's requests over its
+devices (:func:`split`; Ray: over the nodes first) and runs each device's share with
+:func:`device_plan`, which yields :class:`Warm` calls and :class:`Collect` windows.
 
 * Round 0 measures every candidate ``first_reps`` calls.
 * After each round, every live candidate's samples so far give its median and the median's
@@ -28,13 +33,27 @@ With ``racing=False`` nothing is eliminated: every candidate is measured to the 
 (the brute-force baseline the benchmarks compare against).
 
 **Interleaving.** Within a round, requests are shuffled by a ``random.Random(seed)``, so no
-candidate always runs first (after a cold device) or right after another (in its L2 state).
-Each request is one :meth:`~asc_aprof.Profiler.bench` with ``warmup`` calls first and the
-optional ``flush`` before every repetition; after a candidate's first round its kernel count is
-known and passed as ``kernels=``, which skips the calibration windows.
+candidate always runs first (after a cold device) or right after another (in its L2 state);
+the shuffled order is also the order on each device.
 
-**Failures.** A request that raises (the run function, attribution, the collection) marks its
-candidate **failed** with the error's text; the race goes on with the others. Only when every
+**Windows.** A collection window costs far more than the calls in it (stop, export, parse:
+about 0.1 s with the simulator, seconds with real CANN), so a device measures its whole share
+of a round in **one window**: each candidate's part is ``warmup + reps`` repetitions of the
+optional ``flush`` then the call, the first ``warmup`` of them dropped. The parts are told apart
+by position: a candidate's first round calibrates it as :meth:`~asc_aprof.Profiler.bench`
+does, after ``warmup`` calls outside any window: one call alone in a window gives its kernels
+(names and types, in start order), one flush alone (once per device) the flush's, and every
+later part must be exactly that many repetitions of flush kernels then call kernels. A part
+whose kernels do not match (or a window whose kernel count is not the parts' sum) is an
+:class:`~asc_aprof.AttributionError`; since one part's extra kernels shift every later part,
+such a window's parts are all measured again, one window each, so the error lands on the
+candidate that caused it (a part whose call raised fails at once; the others are re-measured).
+
+**Failures.** A request that raises (the run function or the flush: the window goes on with
+the next part; attribution; the collection: the window's parts are retried alone) marks its
+candidate **failed** with the error's text; the race goes on with the others. On Ray, a node
+that dies fails its candidates of that round with :class:`~asc_aprof.ray_sweep.NodeLost`; later
+rounds use the other nodes. Only when every
 candidate failed does :func:`tune` raise :class:`TuneError` (carrying the table).
 
 **Cache.** With a ``key`` (e.g. ``("matmul", (M, N, K))``), the winner is stored as one JSON
@@ -63,16 +82,16 @@ import os
 import random
 import re
 import tempfile
-import threading
-from collections import deque
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
-from ._bench import BenchConfig, BenchResult
+from ._bench import DEFAULT_BENCH_TYPES, AttributionError, Signature, _call_times, _signature, attribute
+from ._enums import AicoreMetrics
 from ._errors import AprofError, InvalidArgumentError
+from ._records import ProfilingTask
 from ._stats import median_interval, quantile
 from ._version import __version__
 
@@ -201,19 +220,42 @@ class TuneError(AprofError):
 
 # -- the race (sans-IO) ---------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True, slots=True)
+class Calibration:
+    """A candidate's kernels, learned from its first windows: the call's and the flush's, in start order.
+
+    :ivar call: (name, type) of each kernel one call launches
+    :ivar flush: the same for one flush (empty: it launched none; None: measured without a flush)
+    """
+
+    call: Signature
+    flush: Signature | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Measured:
+    """What measuring a request gave: its calls' times (µs, in order) and the candidate's calibration."""
+
+    samples_us: tuple[float, ...]
+    calibration: Calibration
+
+
+Outcome = Measured | BaseException
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Request:
-    """Measure candidate *index* for *reps* calls (*kernels*: its known kernel count, or None)."""
+    """Measure candidate *index* for *reps* calls (*calibration*: learned in an earlier round, or None)."""
 
     index: int
     reps: int
-    kernels: int | None
+    calibration: Calibration | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Round:
     """One round's requests, in the (shuffled) order to run them.
 
-    The outcome is a mapping from each request's index to its BenchResult or exception.
+    The outcome is a mapping from each request's index to its :class:`Measured` or exception.
     """
 
     number: int
@@ -238,7 +280,7 @@ class RaceOutcome:
         return _stats(self.samples[index], self.confidence)
 
 
-Race = Generator[Round, Mapping[int, BenchResult | BaseException], RaceOutcome]
+Race = Generator[Round, Mapping[int, Outcome], RaceOutcome]
 
 
 def _stats(samples: Sequence[float], confidence: float) -> tuple[float, float, float]:
@@ -262,7 +304,7 @@ def race(
     """Race *count* candidates (see the module docstring for the rule)."""
     rng = random.Random(seed)
     samples: list[list[float]] = [[] for _ in range(count)]
-    kernels: list[int | None] = [None] * count
+    calibrations: list[Calibration | None] = [None] * count
     rounds_of = [0] * count
     errors: list[str | None] = [None] * count
     status: list[CandidateStatus | None] = [None] * count  # None: live
@@ -286,7 +328,7 @@ def race(
             if number and median <= 0 and high - low <= 0:
                 continue  # all-zero samples: nothing to narrow
             want = have or first_reps
-            todo.append(Request(i, max(1, min(want, max_reps - have)), kernels[i]))
+            todo.append(Request(i, max(1, min(want, max_reps - have)), calibrations[i]))
         if not todo:
             if any(len(samples[i]) >= max_reps and _width(stats[i]) > rel_width for i in live):
                 stop = TuneStop.MAX_REPS
@@ -301,7 +343,7 @@ def race(
                 continue
             samples[request.index].extend(got.samples_us)
             rounds_of[request.index] += 1
-            kernels[request.index] = sum(k.per_call for k in got.kernels)
+            calibrations[request.index] = got.calibration
         number += 1
     live = [i for i in range(count) if status[i] is None]
     if not live:
@@ -536,16 +578,6 @@ class TuneOptions:
             racing=self.racing,
         )
 
-    def bench(self, request: Request) -> BenchConfig:
-        return BenchConfig(
-            warmup=self.warmup,
-            reps=request.reps,
-            max_reps=max(1000, request.reps),
-            confidence=self.confidence,
-            kernels=request.kernels,
-            max_time=math.inf,
-        )
-
 
 def check_candidates(
     configs: Iterable[ConfigT], devices: Iterable[int] | None
@@ -559,9 +591,321 @@ def check_candidates(
     return listed, device_list
 
 
+def split(requests: Sequence[Request], ways: int) -> list[list[Request]]:
+    """A round's requests dealt round-robin in their (shuffled) order: one share per device, none empty."""
+    return [share for share in (list(requests[k::ways]) for k in range(ways)) if share]
+
+
+# -- one device's share of a round (sans-IO) ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Warm:
+    """Call ``flush(); run(config)`` *calls* times outside any window; outcome None or the exception."""
+
+    index: int
+    calls: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Part:
+    """*calls* repetitions of ``flush()`` (if *flush*) then ``run(configs[index])`` (no call: index None)."""
+
+    index: int | None
+    calls: int
+    flush: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Collect:
+    """One collection window holding *parts* in order; outcome a :class:`Collected` or the exception."""
+
+    parts: tuple[Part, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Collected:
+    """A window's device tasks in start order; *raised*: (position of the part, what it raised)."""
+
+    tasks: Sequence[ProfilingTask]
+    run_id: str
+    raised: tuple[int, BaseException] | None = None
+
+
+DeviceStep = Warm | Collect
+DevicePlan = Generator[DeviceStep, Any, dict[int, Outcome]]
+
+
+def device_plan(
+    requests: Sequence[Request],
+    *,
+    device: int,
+    warmup: int,
+    flush: bool,
+    types: Collection[str] = DEFAULT_BENCH_TYPES,
+) -> DevicePlan:
+    """Measure *requests* on one device (see "Windows" in the module docstring)."""
+    out: dict[int, Outcome] = {}
+    calibration = {r.index: r.calibration for r in requests}
+    flush_sig: Signature | None = () if not flush else None
+    for c in calibration.values():
+        if flush and c is not None and c.flush is not None:
+            flush_sig = c.flush
+    for r in requests:
+        if calibration[r.index] is not None:
+            continue
+        if warmup:
+            warmed = yield Warm(r.index, warmup)
+            if warmed is not None:
+                out[r.index] = warmed
+                continue
+        try:
+            window = yield Collect((Part(r.index, 1, False),))
+            call = _signature(_alone(window, device, types)[0])
+            if flush_sig is None:
+                window = yield Collect((Part(None, 1, True),))
+                flush_sig = _signature(
+                    [t for t in _alone(window, device, types, call=False)[1] if t.type in types]
+                )
+        except Exception as exc:
+            out[r.index] = exc
+            continue
+        calibration[r.index] = Calibration(call, flush_sig if flush else None)
+    pending = [r for r in requests if r.index not in out]
+    alone = False
+    while pending:
+        group = pending[:1] if alone else pending
+        parts = tuple(Part(r.index, warmup + r.reps, flush) for r in group)
+        window = yield Collect(parts)
+        cals = [calibration[r.index] for r in group]
+        failed: tuple[int, BaseException] | None
+        measured: list[tuple[float, ...]] = []
+        if isinstance(window, BaseException):
+            failed = (0, window)
+        else:
+            measured, failed = _split_window(window, parts, cals, warmup, device, types)  # type: ignore[arg-type]
+        if failed is None:
+            for r, samples, cal in zip(group, measured, cals, strict=True):
+                assert cal is not None
+                out[r.index] = Measured(samples, cal)
+            pending = pending[len(group) :]
+        elif len(group) == 1:
+            out[group[0].index] = failed[1]
+            pending = pending[1:]
+        else:
+            # Kernels are told apart by position only, so one part's trouble can shift the
+            # others': a part that raised fails, every other part is measured again alone.
+            if not isinstance(window, BaseException) and window.raised is not None:
+                out[group[window.raised[0]].index] = window.raised[1]
+            pending = [r for r in pending if r.index not in out]
+            alone = True
+    return out
+
+
+def _alone(
+    window: Collected | BaseException, device: int, types: Collection[str], *, call: bool = True
+) -> tuple[Sequence[ProfilingTask], Sequence[ProfilingTask]]:
+    """A one-part window's (call's kernels, all tasks), or raise what went wrong."""
+    if isinstance(window, BaseException):
+        raise window
+    if window.raised is not None:
+        raise window.raised[1]
+    if not call:
+        return (), window.tasks
+    got, _ = attribute(
+        window.tasks,
+        1,
+        device=device,
+        run_id=window.run_id,
+        types=types,
+        call=None,
+        kernels=len([t for t in window.tasks if t.type in types]),
+        flush=False,
+        flush_sig=None,
+    )
+    return got[0], window.tasks
+
+
+def _split_window(
+    window: Collected,
+    parts: Sequence[Part],
+    calibrations: Sequence[Calibration],
+    warmup: int,
+    device: int,
+    types: Collection[str],
+) -> tuple[list[tuple[float, ...]], tuple[int, BaseException] | None]:
+    """Each part's samples, or the first failure: (position of the part, its error)."""
+    if window.raised is not None:
+        return [], window.raised
+    counted = [t for t in window.tasks if t.type in types]
+    sizes = []
+    for part, cal in zip(parts, calibrations, strict=True):
+        flush_sig = cal.flush if part.flush and cal.flush is not None else ()
+        sizes.append(part.calls * (len(flush_sig) + len(cal.call)))
+    if sum(sizes) != len(counted):
+        return [], (
+            0,
+            AttributionError(
+                f"cannot attribute kernels to calls (device {device}, run {window.run_id}): "
+                f"{len(counted)} kernels where the calls launched {sum(sizes)} when each was measured "
+                "alone; some call launched a different number of kernels"
+            ),
+        )
+    measured: list[tuple[float, ...]] = []
+    at = 0
+    for position, (part, cal, size) in enumerate(zip(parts, calibrations, sizes, strict=True)):
+        try:
+            calls, _ = attribute(
+                counted[at : at + size],
+                part.calls,
+                device=device,
+                run_id=window.run_id,
+                types=types,
+                call=cal.call,
+                kernels=len(cal.call),
+                flush=part.flush,
+                flush_sig=cal.flush if part.flush else None,
+            )
+        except AttributionError as exc:
+            return measured, (position, exc)
+        measured.append(tuple(_call_times(calls[warmup:])))
+        at += size
+    return measured, None
+
+
+# -- the whole tune (sans-IO): cache, probe, race ------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class Probe:
+    """Open and close one empty window; outcome the platform's (chip, CANN version)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileIO:
+    """Blocking file work (the cache): outcome ``action()``."""
+
+    action: Callable[[], Any]
+
+
+TuneStep = Probe | FileIO | Round
+TunePlan = Generator[TuneStep, Any, "TuneResult[Any]"]
+
+
+def tune_plan(
+    configs: Sequence[ConfigT],
+    options: TuneOptions,
+    *,
+    key: Any,
+    cache: bool,
+    retune: bool,
+    cache_dir: str | os.PathLike[str] | None,
+    chip: str | None,
+    cann: str | None,
+) -> Generator[TuneStep, Any, TuneResult[ConfigT]]:
+    """Everything :func:`tune` decides, as steps every driver performs its own way."""
+    path: Path | None = None
+    fields: dict[str, Any] | None = None
+    if key is not None and cache:
+        if chip is None or cann is None:
+            found = yield Probe()
+            chip, cann = chip or found[0], cann or found[1]
+        fields = cache_key(key, configs, chip, cann)
+        path = cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), fields)
+        if not retune:
+            hit = yield FileIO(functools.partial(load_cached, path, fields, configs))
+            if hit is not None:
+                return hit  # type: ignore[no-any-return]
+    steps = options.race(len(configs))
+    outcome: Any = None
+    while True:
+        try:
+            step = steps.send(outcome)
+        except StopIteration as stop:
+            result = _result(configs, stop.value, fields)
+            break
+        outcome = yield step
+    if path is not None and fields is not None:
+        yield FileIO(functools.partial(store, path, fields, result))
+    return result
+
+
 # -- drivers ------------------------------------------------------------------------------------------------
-RunFn = Callable[[ConfigT, int], object]
-AsyncRunFn = Callable[[ConfigT, int], Awaitable[object]] | Callable[[ConfigT, int], object]
+def _metric() -> AicoreMetrics:
+    return AicoreMetrics.PIPE_UTILIZATION
+
+
+def probe_sync(profiler: Any, device: int) -> tuple[str, str]:
+    """(chip, CANN version) from one empty window on *device* (its raw run removed when ours)."""
+    with profiler.profile(device, cleanup=False) as probe:
+        pass
+    run_dir = profiler._run_dir(probe.result.run_id)
+    found = platform_of(read_info(run_dir), profiler.toolkit.library)
+    _drop_probe(profiler, run_dir)
+    return found
+
+
+def _drop_probe(profiler: Any, run_dir: Path) -> None:
+    if profiler.owns_result_path:
+        from ._collector import remove_run_dir
+
+        remove_run_dir(run_dir, profiler.result_path)
+
+
+def _body_sync(
+    parts: Sequence[Part],
+    configs: Sequence[Any],
+    run: Callable[[Any, int], object],
+    flush: Callable[[int], object] | None,
+    device: int,
+) -> tuple[int, BaseException] | None:
+    for position, part in enumerate(parts):
+        try:
+            for _ in range(part.calls):
+                if part.flush and flush is not None:
+                    flush(device)
+                if part.index is not None:
+                    run(configs[part.index], device)
+        except Exception as exc:
+            return position, exc
+    return None
+
+
+def measure_sync(
+    profiler: Any,
+    configs: Sequence[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    flush: Callable[[int], object] | None,
+    requests: Sequence[Request],
+    devices: Sequence[int],
+    warmup: int,
+) -> dict[int, Outcome]:
+    """One round's *requests* on *devices*, one thread per device (also each Ray node's part)."""
+
+    def one(device: int, share: Sequence[Request]) -> dict[int, Outcome]:
+        steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
+        outcome: Any = None
+        while True:
+            try:
+                step = steps.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(step, Warm):
+                raised = _body_sync((Part(step.index, step.calls, True),), configs, run, flush, device)
+                outcome = None if raised is None else raised[1]
+                continue
+            try:
+                with profiler._collect(device, True, _metric(), None) as window:
+                    raised = _body_sync(step.parts, configs, run, flush, device)
+                assert window.result is not None
+                outcome = Collected(window.result.tasks, window.result.run_id, raised)
+            except Exception as exc:
+                outcome = exc
+
+    shares = split(requests, len(devices))
+    out: dict[int, Outcome] = {}
+    if len(shares) == 1:
+        return one(devices[0], shares[0])
+    with concurrent.futures.ThreadPoolExecutor(len(shares), thread_name_prefix="asc-aprof-tune") as pool:
+        for f in [pool.submit(one, d, s) for d, s in zip(devices, shares, strict=False)]:
+            out.update(f.result())
+    return out
 
 
 def tune(
@@ -581,80 +925,89 @@ def tune(
 ) -> TuneResult[ConfigT]:
     """The blocking driver behind :meth:`Profiler.tune <asc_aprof.Profiler.tune>`."""
     listed, device_list = check_candidates(configs, devices)
-    path: Path | None = None
-    fields: dict[str, Any] | None = None
-    if key is not None and cache:
-        if chip is None or cann is None:
-            with profiler.profile(device_list[0], cleanup=False) as probe:
-                pass
-            run_dir = profiler._run_dir(probe.result.run_id)
-            found = platform_of(read_info(run_dir), profiler.toolkit.library)
-            _drop_probe(profiler, run_dir)
-            chip, cann = chip or found[0], cann or found[1]
-        fields = cache_key(key, listed, chip, cann)
-        path = cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), fields)
-        if not retune:
-            hit = load_cached(path, fields, listed)
-            if hit is not None:
-                return hit
-    steps = options.race(len(listed))
+    steps = tune_plan(
+        listed, options, key=key, cache=cache, retune=retune, cache_dir=cache_dir, chip=chip, cann=cann
+    )
     outcome: Any = None
     while True:
         try:
             step = steps.send(outcome)
         except StopIteration as stop:
-            result = _result(listed, stop.value, fields)
-            break
-        outcome = _run_round_sync(profiler, listed, run, flush, step, device_list, options)
-    if path is not None and fields is not None:
-        store(path, fields, result)
-    return result
+            return stop.value  # type: ignore[no-any-return]
+        if isinstance(step, Probe):
+            outcome = probe_sync(profiler, device_list[0])
+        elif isinstance(step, FileIO):
+            outcome = step.action()
+        else:
+            outcome = measure_sync(profiler, listed, run, flush, step.requests, device_list, options.warmup)
 
 
-def _drop_probe(profiler: Any, run_dir: Path) -> None:
-    if profiler.owns_result_path:
-        from ._collector import remove_run_dir
+async def _probe_async(profiler: Any, device: int) -> tuple[str, str]:
+    async with profiler.profile(device, cleanup=False) as probe:
+        pass
+    run_dir = profiler._run_dir(probe.result.run_id)
+    info = await anyio.to_thread.run_sync(read_info, run_dir)
+    await anyio.to_thread.run_sync(_drop_probe, profiler, run_dir)
+    return platform_of(info, profiler.toolkit.library)
 
-        remove_run_dir(run_dir, profiler.result_path)
 
-
-def _run_round_sync(
+async def measure_async(
     profiler: Any,
     configs: Sequence[ConfigT],
-    run: Callable[[ConfigT, int], object],
-    flush: Callable[[int], object] | None,
-    step: Round,
+    run: Callable[[ConfigT, int], Awaitable[object]] | Callable[[ConfigT, int], object],
+    flush: Callable[[int], Awaitable[object]] | Callable[[int], object] | None,
+    requests: Sequence[Request],
     devices: Sequence[int],
-    options: TuneOptions,
-) -> dict[int, BenchResult | BaseException]:
-    queue = deque(step.requests)
-    lock = threading.Lock()  # guards queue and out
-    out: dict[int, BenchResult | BaseException] = {}
+    warmup: int,
+) -> dict[int, Outcome]:
+    """:func:`measure_sync` awaiting: one task per device; plain *run*/*flush* run in a worker thread."""
+    run_async = inspect.iscoroutinefunction(run)
+    flush_async = flush is not None and inspect.iscoroutinefunction(flush)
 
-    def worker(device: int) -> None:
-        while True:
-            with lock:
-                if not queue:
-                    return
-                request = queue.popleft()
-            config = configs[request.index]
-            fn = functools.partial(run, config, device)
-            flush_fn = None if flush is None else functools.partial(flush, device)
+    async def body(parts: Sequence[Part], device: int) -> tuple[int, BaseException] | None:
+        if not run_async and not flush_async:
+            return await anyio.to_thread.run_sync(_body_sync, parts, configs, run, flush, device)
+        for position, part in enumerate(parts):
             try:
-                got: BenchResult | BaseException = profiler._bench(
-                    fn, device, flush_fn, options.bench(request), True, None, None
-                )
+                for _ in range(part.calls):
+                    if part.flush and flush is not None:
+                        got = flush(device)
+                        if flush_async:
+                            await got  # type: ignore[misc]
+                    if part.index is not None:
+                        got = run(configs[part.index], device)
+                        if run_async:
+                            await got  # type: ignore[misc]
             except Exception as exc:
-                got = exc
-            with lock:
-                out[request.index] = got
+                return position, exc
+        return None
 
-    if len(devices) == 1:
-        worker(devices[0])
-    else:
-        with concurrent.futures.ThreadPoolExecutor(len(devices), thread_name_prefix="asc-aprof-tune") as pool:
-            for f in [pool.submit(worker, d) for d in devices]:
-                f.result()
+    out: dict[int, Outcome] = {}
+
+    async def one(device: int, share: Sequence[Request]) -> None:
+        steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
+        outcome: Any = None
+        while True:
+            try:
+                step = steps.send(outcome)
+            except StopIteration as stop:
+                out.update(stop.value)
+                return
+            if isinstance(step, Warm):
+                raised = await body((Part(step.index, step.calls, True),), device)
+                outcome = None if raised is None else raised[1]
+                continue
+            try:
+                async with profiler._collect(device, True, _metric(), None) as window:
+                    raised = await body(step.parts, device)
+                assert window.result is not None
+                outcome = Collected(window.result.tasks, window.result.run_id, raised)
+            except Exception as exc:
+                outcome = exc
+
+    async with anyio.create_task_group() as tg:
+        for device, share in zip(devices, split(requests, len(devices)), strict=False):
+            tg.start_soon(one, device, share)
     return out
 
 
@@ -675,76 +1028,20 @@ async def tune_async(
 ) -> TuneResult[ConfigT]:
     """The awaiting driver behind :meth:`AsyncProfiler.tune <asc_aprof.AsyncProfiler.tune>`."""
     listed, device_list = check_candidates(configs, devices)
-    path: Path | None = None
-    fields: dict[str, Any] | None = None
-    if key is not None and cache:
-        if chip is None or cann is None:
-            async with profiler.profile(device_list[0], cleanup=False) as probe:
-                pass
-            run_dir = profiler._run_dir(probe.result.run_id)
-            info = await anyio.to_thread.run_sync(read_info, run_dir)
-            found = platform_of(info, profiler.toolkit.library)
-            await anyio.to_thread.run_sync(_drop_probe, profiler, run_dir)
-            chip, cann = chip or found[0], cann or found[1]
-        fields = cache_key(key, listed, chip, cann)
-        path = cache_file(Path(cache_dir) if cache_dir is not None else default_cache_dir(), fields)
-        if not retune:
-            hit = await anyio.to_thread.run_sync(load_cached, path, fields, listed)
-            if hit is not None:
-                return hit
-    steps = options.race(len(listed))
+    steps = tune_plan(
+        listed, options, key=key, cache=cache, retune=retune, cache_dir=cache_dir, chip=chip, cann=cann
+    )
     outcome: Any = None
-    is_async = inspect.iscoroutinefunction(run)
-    flush_async = flush is not None and inspect.iscoroutinefunction(flush)
     while True:
         try:
             step = steps.send(outcome)
         except StopIteration as stop:
-            result = _result(listed, stop.value, fields)
-            break
-        queue = deque(step.requests)
-        out: dict[int, BenchResult | BaseException] = {}
-
-        async def worker(
-            device: int, queue: deque[Request], out: dict[int, BenchResult | BaseException]
-        ) -> None:
-            while queue:
-                request = queue.popleft()
-                config = listed[request.index]
-                fn: Any
-                if is_async:
-
-                    async def fn(c: ConfigT = config, d: int = device) -> None:
-                        await run(c, d)  # type: ignore[misc]
-
-                else:
-
-                    def fn(c: ConfigT = config, d: int = device) -> None:
-                        run(c, d)
-
-                flush_fn: Any = None
-                if flush is not None:
-                    if flush_async:
-
-                        async def flush_fn(d: int = device) -> None:
-                            await flush(d)  # type: ignore[misc]
-
-                    else:
-
-                        def flush_fn(d: int = device) -> None:
-                            flush(d)
-
-                try:
-                    out[request.index] = await profiler._bench(
-                        fn, device, flush_fn, options.bench(request), True, None, None
-                    )
-                except Exception as exc:
-                    out[request.index] = exc
-
-        async with anyio.create_task_group() as tg:
-            for device in device_list:
-                tg.start_soon(worker, device, queue, out)
-        outcome = out
-    if path is not None and fields is not None:
-        await anyio.to_thread.run_sync(store, path, fields, result)
-    return result
+            return stop.value  # type: ignore[no-any-return]
+        if isinstance(step, Probe):
+            outcome = await _probe_async(profiler, device_list[0])
+        elif isinstance(step, FileIO):
+            outcome = await anyio.to_thread.run_sync(step.action)
+        else:
+            outcome = await measure_async(
+                profiler, listed, run, flush, step.requests, device_list, options.warmup
+            )

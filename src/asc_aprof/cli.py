@@ -30,8 +30,9 @@ from ._layout import MERGED_DIR, find_summary_csvs
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
 from ._report import load_json, report, runs_of
 from ._report import load_results as load_results_of
-from ._stats import KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
+from ._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._toolkit import Toolkit
+from ._verdict import VERDICT_RULE, Verdict, VerdictKind
 from .sim._build import SimulatorBuildError
 
 
@@ -256,14 +257,24 @@ def _toolkit_for(args: argparse.Namespace) -> Toolkit:
     return discover_toolkit()
 
 
-def load_results(path: Path, args: argparse.Namespace, *, export: bool = True) -> list[ProfilingResult]:
-    """Results from a JSON report/result file, a result directory or a PROF_* run (see _report)."""
+def load_results(
+    path: Path, args: argparse.Namespace, *, export: bool = True, counters: bool = False
+) -> list[ProfilingResult]:
+    """Results from a JSON report/result file, a result directory or a PROF_* run (see _report).
+
+    With *counters*, a JSON file must hold them (a report written with ``--metrics``).
+    """
     if path.is_file() and path.suffix == ".json":
-        return load_json(path)
+        results = load_json(path)
+        if counters and any(r.counters is None for r in results):
+            raise CliError(
+                f"{path}: this JSON has no PMU counters (write it with `asc-aprof summary --metrics --json`)"
+            )
+        return results
     runs = runs_of(path)
     needs_export = export and any(not find_summary_csvs(run) for run in runs)
     toolkit = _toolkit_for(args) if needs_export else None
-    return load_results_of(path, toolkit=toolkit, export_timeout=args.timeout)
+    return load_results_of(path, toolkit=toolkit, export_timeout=args.timeout, counters=counters)
 
 
 def stats_rows(stats: Sequence[KernelStats]) -> list[list[str]]:
@@ -320,12 +331,89 @@ DEMO_COLUMNS: Final = (
 )
 
 
+# -- the --metrics table ------------------------------------------------------------------------------
+#: The plain-text --metrics table fits this width (kernel names are shortened to make it).
+TABLE_WIDTH: Final = 80
+METRICS_COLUMNS: Final = ("dev", "kernel", "count", "median", "verdict", "key counters")
+
+
+def fmt_value(value: float) -> str:
+    """A counter value: ratios with 3 decimals, large figures without."""
+    if abs(value) >= 10_000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.3f}".rstrip("0").rstrip(".") if value else "0"
+
+
+def short_column(column: str, prefixed: bool) -> str:
+    """``aiv_vec_ratio`` -> ``vec`` (``v.vec`` when both cores show), ``ub_read_bw(GB/s)`` -> ``ub_read``."""
+    core = ""
+    for prefix, mark in (("aic_", "c."), ("aiv_", "v.")):
+        if column.startswith(prefix):
+            column, core = column[len(prefix) :], mark if prefixed else ""
+    for tail in ("_bw(GB/s)", "_exe_ratio", "_ratio", "(GB/s)", "(KB)", "(us)"):
+        if column.endswith(tail):
+            column = column[: -len(tail)]
+            break
+    return core + column
+
+
+def fmt_ratio(value: float) -> str:
+    """A ratio in two decimals without the leading zero (``.43``), as the table shows it."""
+    text = f"{value:.2f}"
+    return text[1:] if text.startswith("0.") else text
+
+
+def key_figures(verdict: Verdict, limit: int = 3) -> str:
+    """The busiest pipe ratios (``scalar .98 vec .43``), or the largest figures of a group
+    without ratios (``v.ub_read 83.2 v.main_mem_read 1.3 GB/s``)."""
+    ratios = bool(verdict.ratios)
+    pairs = verdict.ratios if ratios else tuple(sorted(verdict.figures, key=lambda p: -p[1]))
+    pairs = tuple(p for p in pairs if p[1]) or pairs
+    both = len({name[:4] for name, _ in pairs if name[:4] in ("aic_", "aiv_")}) > 1
+    value = fmt_ratio if ratios else fmt_value
+    shown = [f"{short_column(name, both)} {value(v)}" for name, v in pairs[:limit]]
+    unit = " GB/s" if not ratios and pairs and pairs[0][0].endswith("(GB/s)") else ""
+    return (" ".join(shown) + unit) if shown else verdict.reason
+
+
+def metrics_rows(stats: Sequence[KernelStats], width: int = TABLE_WIDTH) -> list[list[str]]:
+    """The --metrics rows, fitted to *width*: long kernel names cut to 20 characters first, then
+    fewer counters shown, then the names cut further."""
+    rows: list[list[str]] = []
+    for limit, names in ((3, 0), (3, 20), (2, 20), (1, 20), (1, 12)):
+        rows = []
+        for s in stats:
+            verdict = s.verdict
+            assert verdict is not None
+            device = "-" if s.device is None else str(s.device)
+            name = s.name if not names or len(s.name) <= names else s.name[: names - 1] + "…"
+            figures = key_figures(verdict, limit)
+            rows.append([device, name, str(s.count), fmt(s.median_us), verdict.label, figures])
+        if table_width(METRICS_COLUMNS, rows) <= width:
+            break
+    return rows
+
+
+def table_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """The width of :func:`print_table`'s plain-text table."""
+    widths = [max([len(c), *(len(r[i]) for r in rows)]) for i, c in enumerate(columns)]
+    return sum(widths) + 2 * (len(columns) - 1)
+
+
+def print_metrics_legend() -> None:
+    for line in textwrap.wrap("verdict rule: " + VERDICT_RULE, width=TABLE_WIDTH):
+        print(line)
+    print("every counter's median per kernel: --json")
+
+
 # -- commands -------------------------------------------------------------------------------------------
 def cmd_summary(args: argparse.Namespace) -> int:
     results: list[ProfilingResult] = []
     for path in args.paths:
-        results.extend(load_results(Path(path), args))
-    stats = run_kernel_stats([r.tasks for r in results], device=args.device, name=args.name, skip=args.skip)
+        results.extend(load_results(Path(path), args, counters=args.metrics))
+    stats = run_kernel_stats(results, device=args.device, name=args.name, skip=args.skip)
     if args.json:
         json.dump(report(results, stats), sys.stdout)
         print()
@@ -334,6 +422,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
         tasks = [t for r in results for t in r.tasks]
         raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
     runs = ", ".join(r.run_id for r in results)
+    if args.metrics:
+        print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
+        judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
+        if any(s.verdict is not None and s.verdict.kind in judged for s in stats):
+            print_metrics_legend()
+        return 0
     print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
     if all(s.type in CONTROL_TASK_TYPES for s in stats):
         print(
@@ -430,17 +524,22 @@ def timeline_files(run: Path) -> list[Path]:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    base = [r.tasks for r in load_results(Path(args.base), args)]
-    new = [r.tasks for r in load_results(Path(args.new), args)]
-    changes = compare_runs(base, new, skip=args.skip)
+    metric = args.metric or DURATION
+    counted = metric != DURATION
+    base = load_results(Path(args.base), args, counters=counted)
+    new = load_results(Path(args.new), args, counters=counted)
+    changes = compare_runs(base, new, metric=metric, skip=args.skip)
     if not changes:
-        raise CliError("no kernel appears in both BASE and NEW")
+        raise CliError(
+            "no kernel appears in both BASE and NEW" + (f" with a value of {metric}" if counted else "")
+        )
     regressions = [c for c in changes if c.significant and c.change_pct > args.threshold]
     if args.json:
         json.dump(
             {
                 "format": "asc-aprof.compare",
-                "version": 1,
+                "version": 2,
+                "metric": metric,
                 "threshold_pct": args.threshold,
                 "kernels": [c.to_dict() for c in changes],
                 "regressions": [c.name for c in regressions],
@@ -450,11 +549,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print()
     else:
         rows = [_change_row(c, c in regressions) for c in changes]
-        print_table("Median change NEW vs BASE (µs, 95% bootstrap interval)", COMPARE_COLUMNS, rows)
+        what = "Median change NEW vs BASE (µs, " if not counted else f"Median {metric} NEW vs BASE ("
+        print_table(f"{what}95% bootstrap interval)", COMPARE_COLUMNS, rows)
     if args.fail_on_regression and regressions:
         names = ", ".join(_kernel_on(c.name, c.device) for c in regressions)
+        how = "slower" if metric == DURATION else f"higher in {metric}"
         print(
-            f"asc-aprof: {len(regressions)} kernel(s) significantly slower by more than "
+            f"asc-aprof: {len(regressions)} kernel(s) significantly {how} by more than "
             f"{args.threshold:g}%: {names}",
             file=sys.stderr,
         )
@@ -466,16 +567,22 @@ def _kernel_on(name: str, device: int | None) -> str:
     return name if device is None else f"{name} on device {device}"
 
 
+def _pct(value: float) -> str:
+    return f"{value:+.2f}%" if math.isfinite(value) else "n/a"
+
+
 def _change_row(c: KernelChange, regression: bool) -> list[str]:
-    verdict = "REGRESSION" if regression else ("significant" if c.significant else "same")
+    flagged = "REGRESSION" if c.metric == DURATION else "INCREASE"
+    verdict = flagged if regression else ("significant" if c.significant else "same")
+    shown = fmt if c.metric == DURATION else fmt_value
     return [
         "-" if c.device is None else str(c.device),
         c.name,
         verdict,
-        fmt(c.base_median_us),
-        fmt(c.new_median_us),
-        f"{c.change_pct:+.2f}%",
-        f"[{c.ci_low_pct:+.2f}%, {c.ci_high_pct:+.2f}%]",
+        shown(c.base_median),
+        shown(c.new_median),
+        _pct(c.change_pct),
+        f"[{_pct(c.ci_low_pct)}, {_pct(c.ci_high_pct)}]",
     ]
 
 
@@ -632,7 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=fmt_cls,
         epilog=(
             "examples:\n  asc-aprof summary ./prof_out\n"
-            "  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json"
+            "  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json\n"
+            "  asc-aprof summary ./prof_out --metrics   (why is it slow: counters and a verdict)"
         ),
     )
     summary.add_argument(
@@ -644,6 +752,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--skip", type=int, default=0, help="drop N leading samples of each kernel (warm-up)"
     )
     summary.add_argument("--json", action="store_true", help="print a JSON report instead of a table")
+    summary.add_argument(
+        "--metrics",
+        action="store_true",
+        help="read the PMU counters: their medians and a bound verdict per kernel (all of them in --json)",
+    )
     common(summary)
     summary.set_defaults(func=cmd_summary)
 
@@ -676,7 +789,10 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="median change per kernel between two runs, with a bootstrap interval",
         formatter_class=fmt_cls,
-        epilog="example:\n  asc-aprof compare base.json new.json --threshold 5 --fail-on-regression",
+        epilog=(
+            "examples:\n  asc-aprof compare base.json new.json --threshold 5 --fail-on-regression\n"
+            "  asc-aprof compare ./base_run ./new_run --metric aiv_mte2_ratio"
+        ),
     )
     compare.add_argument("base", metavar="BASE", help="JSON report, result directory or PROF_* run")
     compare.add_argument("new", metavar="NEW", help="JSON report, result directory or PROF_* run")
@@ -687,6 +803,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-regression", action="store_true", help="exit 1 on a significant regression"
     )
     compare.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel")
+    compare.add_argument(
+        "--metric",
+        metavar="NAME",
+        help="compare this PMU counter's median (a CSV column, e.g. aiv_vec_ratio) instead of durations",
+    )
     compare.add_argument("--json", action="store_true", help="print JSON instead of a table")
     common(compare)
     compare.set_defaults(func=cmd_compare)

@@ -133,8 +133,10 @@ class RecordingProfiler(Profiler):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> Iterator[ProfileRun]:
-        with super().profile(device_id, cleanup, metrics, profile_types) as run:
+        with super().profile(device_id, cleanup, metrics, profile_types, counters=counters) as run:
             yield run
         if run.result is not None:
             self.recorder.records.append(run.result)
@@ -161,9 +163,11 @@ class RecordingAsyncProfiler(AsyncProfiler):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
         """As :meth:`AsyncProfiler.profile` (same cancellation), recording the result."""
-        async with super().profile(device_id, cleanup, metrics, profile_types) as run:
+        async with super().profile(device_id, cleanup, metrics, profile_types, counters=counters) as run:
             yield run
         if run.result is not None:
             self.recorder.records.append(run.result)

@@ -1,4 +1,4 @@
-"""A sweep over every NPU of a Ray cluster: one actor per node, each running the local sweep.
+"""A sweep or a tune over every NPU of a Ray cluster: one actor per node, each measuring locally.
 
 Install with ``pip install 'asc-aprof[ray]'``. Never imported by ``import asc_aprof``.
 
@@ -28,6 +28,17 @@ Theory of operation
 * **One report.** :func:`merge_report` writes the items' results as one asc-aprof JSON report
   that ``asc-aprof compare`` and ``asc-aprof summary`` read.
 
+**Tune.** :func:`ray_tune` / :func:`ray_tune_async` drive :func:`asc_aprof._tune.tune_plan` (the
+race and the cache, written once for every driver) with the same actors: the configurations,
+``run`` and ``flush`` are pickled to each actor once (``setup_tune``); each round's requests are
+dealt to the live nodes by NPU count (:func:`deal`) and each actor measures its share with
+:func:`asc_aprof._tune.measure_sync` on its NPUs (one thread and one window per device per
+round), returning each candidate's samples and calibration, which the driver sends back with
+the candidate's next request wherever it runs. A node whose round fails (its actor died) turns
+that round's candidates on it into :class:`NodeLost` failures and gets no more rounds; when no
+node is left, the remaining candidates fail the same way. The platform for the cache key comes
+from one empty window on the first node.
+
 Without Ray: run the same sweep on every host (``asc-aprof`` or a script writing
 ``merge_report``/the pytest plugin's report) and give all the reports to ``asc-aprof compare``
 or ``asc-aprof summary``, which read several reports at once.
@@ -37,15 +48,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import pickle
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import anyio
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -55,8 +68,22 @@ from ._errors import AprofError
 from ._records import ProfilingResult
 from ._report import report
 from ._stats import run_kernel_stats
+from ._tune import (
+    FileIO,
+    Measured,
+    Outcome,
+    Probe,
+    Request,
+    TuneOptions,
+    TuneResult,
+    check_candidates,
+    measure_sync,
+    probe_sync,
+    tune_plan,
+)
 
 CaseT = TypeVar("CaseT")
+ConfigT = TypeVar("ConfigT")
 
 NOSET_VARIABLE: Final = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
 RESOURCE: Final = "NPU"
@@ -168,9 +195,57 @@ class _NodeSweeper:
                 raise got
             yield got
 
+    # -- tune: the candidates stay on the actor; each round sends only the requests --------------------
+    def setup_tune(
+        self,
+        configs: list[Any],
+        run: Callable[[Any, int], object],
+        flush: Callable[[int], object] | None,
+        warmup: int,
+        simulate: bool,
+    ) -> None:
+        from ._profiler import Profiler
+
+        toolkit = None
+        if simulate:
+            from . import sim
+
+            toolkit = sim.toolkit()
+        self._tune = (Profiler(toolkit=toolkit), configs, run, flush, warmup)
+
+    def platform(self) -> tuple[str, str]:
+        profiler = self._tune[0]
+        return probe_sync(profiler, self.devices()[0])
+
+    def measure(self, requests: list[Request]) -> dict[int, Outcome]:
+        profiler, configs, run, flush, warmup = self._tune
+        got = measure_sync(profiler, configs, run, flush, requests, self.devices(), warmup)
+        out: dict[int, Outcome] = {}
+        for index, outcome in got.items():
+            portable = outcome if isinstance(outcome, Measured) else _portable(outcome)
+            assert portable is not None
+            out[index] = portable
+        return out
+
 
 def _actor_class() -> Any:
     return ray.remote(_NodeSweeper)
+
+
+def _start_actors(chosen: Sequence[Node], env: dict[str, str] | None) -> list[Any]:
+    """One actor per node, pinned to it, holding all its NPUs, Ray told to leave the device variable alone."""
+    actor_env = {NOSET_VARIABLE: "1", **(env or {})}
+    Actor = _actor_class()
+    return [
+        Actor.options(
+            resources={RESOURCE: node.npus},
+            num_cpus=0,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
+            runtime_env={"env_vars": actor_env},
+            max_restarts=0,
+        ).remote()
+        for node in chosen
+    ]
 
 
 @contextlib.contextmanager
@@ -196,19 +271,8 @@ def ray_sweep(
     chosen = list(npu_nodes() if nodes is None else nodes)
     if not chosen:
         raise AprofError("ray_sweep(): no live Ray node has the resource 'NPU' (ray.init() first?)")
-    actor_env = {NOSET_VARIABLE: "1", **(env or {})}
     shares = deal(len(listed), chosen)
-    Actor = _actor_class()
-    actors = [
-        Actor.options(
-            resources={RESOURCE: node.npus},
-            num_cpus=0,
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
-            runtime_env={"env_vars": actor_env},
-            max_restarts=0,
-        ).remote()
-        for node in chosen
-    ]
+    actors = _start_actors(chosen, env)
     out: queue.Queue[tuple[int, SweepItem[Any]] | None] = queue.Queue()
     stopping = threading.Event()
 
@@ -217,8 +281,10 @@ def ray_sweep(
         received: set[int] = set()
         try:
             if share:
-                stream = actors[k].sweep.options(num_returns="streaming").remote(
-                    [(i, listed[i]) for i in share], run, bench, simulate
+                stream = (
+                    actors[k]
+                    .sweep.options(num_returns="streaming")
+                    .remote([(i, listed[i]) for i in share], run, bench, simulate)
                 )
                 for ref in stream:
                     index, item = ray.get(ref)
@@ -259,6 +325,206 @@ def ray_sweep(
             ray.kill(actor, no_restart=True)
 
 
+# -- tune over the cluster ----------------------------------------------------------------------------------
+class _Fleet:
+    """The tune's actors: which are alive, a round dealt over the live ones, lost nodes' outcomes."""
+
+    def __init__(
+        self,
+        chosen: Sequence[Node],
+        env: dict[str, str] | None,
+        configs: list[Any],
+        run: Callable[[Any, int], object],
+        flush: Callable[[int], object] | None,
+        warmup: int,
+        simulate: bool,
+    ) -> None:
+        self.nodes = list(chosen)
+        self.actors = _start_actors(self.nodes, env)
+        self.lost: dict[int, str] = {}  # node position -> why; only the driver's thread touches it
+        try:
+            ray.get([a.setup_tune.remote(configs, run, flush, warmup, simulate) for a in self.actors])
+        except BaseException:
+            self.kill()
+            raise
+
+    def platform(self) -> Any:
+        return self.actors[0].platform.remote()
+
+    def submit(self, requests: Sequence[Request]) -> list[tuple[int, list[Request], Any]]:
+        """Deal *requests* over the live nodes by NPU count: (node position, its share, its reference)."""
+        live = [k for k in range(len(self.nodes)) if k not in self.lost]
+        if not live:
+            return [(-1, list(requests), None)]
+        shares = deal(len(requests), [self.nodes[k] for k in live])
+        return [
+            (k, share, self.actors[k].measure.remote(share))
+            for k, share in zip(live, ([requests[i] for i in s] for s in shares), strict=True)
+            if share
+        ]
+
+    def outcomes(self, k: int, share: Sequence[Request], get: Callable[[], Any]) -> dict[int, Outcome]:
+        """*get()* the node's outcomes; a node that died (or none left) fails its share with NodeLost."""
+        if k < 0:
+            why = "; ".join(self.lost.values()) or "no node"
+            lost = NodeLost(f"no live Ray node with NPUs is left ({why})")
+            return {r.index: lost for r in share}
+        try:
+            return dict(get())
+        except Exception as exc:
+            node = self.nodes[k]
+            self.lost[k] = f"node {node.node_id} ({node.address}): {type(exc).__name__}: {exc}"
+            lost = NodeLost(f"node {node.node_id} ({node.address}) was lost measuring this round: {exc}")
+            return {r.index: lost for r in share}
+
+    def kill(self) -> None:
+        for actor in self.actors:
+            ray.kill(actor, no_restart=True)
+
+
+def _tune_setup(
+    configs: Iterable[ConfigT],
+    nodes: Sequence[Node] | None,
+    options: dict[str, Any],
+) -> tuple[list[ConfigT], list[Node], Any]:
+    listed, _ = check_candidates(configs, None)
+    chosen = list(npu_nodes() if nodes is None else nodes)
+    if not chosen:
+        raise AprofError("ray_tune(): no live Ray node has the resource 'NPU' (ray.init() first?)")
+    tune_options = TuneOptions(
+        options.pop("rel_width", 0.02),
+        options.pop("confidence", 0.95),
+        options.pop("first_reps", 10),
+        options.pop("max_reps", 1000),
+        options.pop("warmup", 2),
+        options.pop("seed", 0),
+        options.pop("racing", True),
+    )
+    known = {"key", "cache", "retune", "cache_dir", "chip", "cann"}
+    if set(options) - known:
+        raise TypeError(f"ray_tune() got unexpected options: {sorted(set(options) - known)}")
+    plan = tune_plan(
+        listed,
+        tune_options,
+        key=options.get("key"),
+        cache=options.get("cache", True),
+        retune=options.get("retune", False),
+        cache_dir=options.get("cache_dir"),
+        chip=options.get("chip"),
+        cann=options.get("cann"),
+    )
+    return listed, chosen, (plan, tune_options)
+
+
+def ray_tune(
+    configs: Iterable[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    *,
+    flush: Callable[[int], object] | None = None,
+    simulate: bool = False,
+    nodes: Sequence[Node] | None = None,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> TuneResult[ConfigT]:
+    """:meth:`Profiler.tune <asc_aprof.Profiler.tune>` with every round dealt over the cluster's NPUs.
+
+    ``ray.init()`` done by the caller. One actor per node with NPUs (as :func:`ray_sweep`) keeps
+    the configurations, *run* and *flush* (pickled once) and measures its share of each round on
+    its NPUs (node-local device ids, one window per device per round); the race, the cache and
+    the result are :func:`~asc_aprof.tune`'s. *options* are its keywords (``key``, ``rel_width``,
+    ``seed``, ``racing``, ``retune``, ``cache_dir``, ``chip``, ``cann``...); the cache lives on
+    this (the driver's) machine. A failing candidate is a row; a node that dies fails its
+    candidates of that round with :class:`NodeLost` and later rounds use the others.
+    """
+    listed, chosen, (plan, tune_options) = _tune_setup(configs, nodes, dict(options))
+    fleet = _Fleet(chosen, env, listed, run, flush, tune_options.warmup, simulate)
+    try:
+        outcome: Any = None
+        while True:
+            try:
+                step = plan.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(step, Probe):
+                outcome = ray.get(fleet.platform())
+            elif isinstance(step, FileIO):
+                outcome = step.action()
+            else:
+                outcome = {}
+                for k, share, ref in fleet.submit(step.requests):
+                    outcome.update(fleet.outcomes(k, share, functools.partial(ray.get, ref)))
+    finally:
+        fleet.kill()
+
+
+async def ray_tune_async(
+    configs: Iterable[ConfigT],
+    run: Callable[[ConfigT, int], object],
+    *,
+    flush: Callable[[int], object] | None = None,
+    simulate: bool = False,
+    nodes: Sequence[Node] | None = None,
+    env: dict[str, str] | None = None,
+    **options: Any,
+) -> TuneResult[ConfigT]:
+    """:func:`ray_tune`, awaiting (asyncio or trio): Ray's blocking calls run in worker threads.
+
+    Cancelled: the actors are killed (their windows die with them, raw data already written stays
+    on the nodes' disks); nothing is cached or returned.
+    """
+    listed, chosen, (plan, tune_options) = _tune_setup(configs, nodes, dict(options))
+    fleet = await anyio.to_thread.run_sync(
+        functools.partial(_Fleet, chosen, env, listed, run, flush, tune_options.warmup, simulate)
+    )
+
+    async def wait(ref: Any) -> Any:
+        return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
+
+    try:
+        outcome: Any = None
+        while True:
+            try:
+                step = plan.send(outcome)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            if isinstance(step, Probe):
+                outcome = await wait(fleet.platform())
+            elif isinstance(step, FileIO):
+                outcome = await anyio.to_thread.run_sync(step.action)
+            else:
+                outcome = await _round_async(fleet, step.requests, wait)
+    finally:
+        fleet.kill()
+
+
+async def _round_async(
+    fleet: _Fleet, requests: Sequence[Request], wait: Callable[[Any], Awaitable[Any]]
+) -> dict[int, Outcome]:
+    submitted = fleet.submit(requests)
+    results: list[Any] = [None] * len(submitted)
+
+    async def one(n: int, ref: Any) -> None:
+        try:
+            results[n] = await wait(ref)
+        except Exception as exc:
+            results[n] = exc
+
+    async with anyio.create_task_group() as tg:
+        for n, (_, _, ref) in enumerate(submitted):
+            if ref is not None:
+                tg.start_soon(one, n, ref)
+    outcome: dict[int, Outcome] = {}
+    for (k, share, _), got in zip(submitted, results, strict=True):
+        outcome.update(fleet.outcomes(k, share, functools.partial(_reraise, got)))
+    return outcome
+
+
+def _reraise(got: Any) -> Any:
+    if isinstance(got, BaseException):
+        raise got
+    return got
+
+
 def merge_report(items: Iterable[SweepItem[Any]], path: str | os.PathLike[str]) -> Path:
     """Write the items' results (profiled ones) as one asc-aprof JSON report at *path*."""
     results: list[ProfilingResult] = [i.result for i in items if i.result is not None]
@@ -268,4 +534,4 @@ def merge_report(items: Iterable[SweepItem[Any]], path: str | os.PathLike[str]) 
     return target
 
 
-__all__ = ["Node", "NodeLost", "deal", "merge_report", "npu_nodes", "ray_sweep"]
+__all__ = ["Node", "NodeLost", "deal", "merge_report", "npu_nodes", "ray_sweep", "ray_tune", "ray_tune_async"]

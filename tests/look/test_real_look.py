@@ -81,6 +81,8 @@ def test_real_report_renders_in_the_browser(
     page = write_report(timelines, tmp_path / "real.html", title="Real 910B and 310B runs")
     text = page.read_text(encoding="utf-8")
     assert "aiv_vec_ratio" in text and "vec_exe_ratio" in text
+    # the bound verdict by default: 910b_l1_div's aiv_scalar_ratio median is 0.977 (tests/real)
+    assert "scalar-bound" in text
     check = open_report(browser, page, "report-real")
     assert_renders(check, text.count('class="aprof-chart"'))
     names = {c["name"] for c in check.charts}

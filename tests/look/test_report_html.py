@@ -17,10 +17,12 @@ from hypothesis import strategies as st
 
 from asc_aprof import (
     AsyncProfiler,
+    Profiler,
     ProfilingResult,
     ProfilingTask,
     Toolkit,
     UsageError,
+    bound_verdict,
     read_timeline,
     sim,
     sweep_timelines,
@@ -143,9 +145,9 @@ async def test_report_of_a_sweep_has_every_section(toolkit: Toolkit, tmp_path: P
     items = await four_device_sweep(toolkit, root, cases=4)
     timelines = sweep_timelines(items, root)
 
-    def verdict(counters: dict[str, float | None] | object) -> str | None:
-        assert isinstance(counters, dict)
-        return "MTE2-bound" if (counters.get("aic_mte2_ratio") or 0) > 0.3 else "not bound"
+    def verdict(counters: dict[str, float | None] | object, median_us: float) -> str | None:
+        assert isinstance(counters, dict) and median_us > 0
+        return f"custom rule: {len(counters)} counters, {median_us:.1f} us"
 
     out = write_report(timelines, tmp_path / "r.html", title="sweep <4 devices>", verdict=verdict)
     text = out.read_text(encoding="utf-8")
@@ -160,7 +162,7 @@ async def test_report_of_a_sweep_has_every_section(toolkit: Toolkit, tmp_path: P
         "cases:add_custom",
         "timeline",
     ]
-    assert "MTE2-bound" in text and "not bound" in text
+    assert "custom rule: " in text and "mte2-bound" not in text  # the callable replaces the default
     model = model_of(timelines)
     assert {c.case for c in model.cases} == {"0", "1", "2", "3"}
     from_items = model_of(items)  # sweep items themselves: durations and cases, no timeline
@@ -213,7 +215,7 @@ def test_missing_plotly_says_how_to_install(tmp_path: Path, monkeypatch: pytest.
 async def test_cli_report_compares_two_inputs(
     toolkit: Toolkit, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    profiler = AsyncProfiler(tmp_path / "runs", toolkit=toolkit)
+    profiler = AsyncProfiler(tmp_path / "runs", toolkit=toolkit, reader="msprof")  # reports read CSVs
     for scale in (1.0, 1.5):
         async with profiler.profile(cleanup=False):
             for i in range(40):
@@ -293,7 +295,7 @@ def test_plugin_report_without_results(pytester: pytest.Pytester) -> None:
 def test_read_timeline_report_of_a_labelled_run(toolkit: Toolkit, tmp_path: Path) -> None:
     from asc_aprof import Profiler
 
-    profiler = Profiler(tmp_path / "runs", toolkit=toolkit)
+    profiler = Profiler(tmp_path / "runs", toolkit=toolkit, reader="msprof")  # timelines read CSVs
     with profiler.profile(cleanup=False) as run:
         sim.launch("k", count=5)
     assert run.run_dir is not None
@@ -306,3 +308,26 @@ def test_cases_chart_only_for_kernels_in_several_cases() -> None:
     assert model_of(runs, compare=False).cases == ()  # each kernel ran in one case only
     runs["c"] = [result([3.0, 3.1], "k1", run="PROF_c")]
     assert {(c.name, c.case) for c in model_of(runs).cases} == {("k1", "a"), ("k1", "c")}
+
+
+def test_report_shows_the_bound_verdict_by_default(toolkit: Toolkit, tmp_path: Path) -> None:
+    """A result parsed with counters=True gets the library's verdict, label and reason, per kernel."""
+    profiler = Profiler(tmp_path / "runs", toolkit=toolkit)
+    with profiler.profile(counters=True) as run:
+        sim.launch(
+            "add_custom",
+            task_type="AI_VECTOR_CORE",
+            duration_us=8.6,
+            count=20,
+            counters={"aiv_vec_ratio": 0.2, "aiv_mte2_ratio": 0.82, "aiv_mte3_ratio": 0.1},
+        )
+    assert run.result is not None and run.result.counters is not None
+    model = model_of([run.result])
+    (kernel,) = [k for k in model.kernels if k.name == "add_custom"]
+    expected = bound_verdict(kernel.counters, kernel.median.median)
+    assert expected.label == "mte2-bound"
+    assert kernel.verdict == f"{expected.label}: {expected.reason}"
+    assert kernel.counters["aiv_mte2_ratio"] == 0.82
+    text = write_report([run.result], tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "mte2-bound" in text and "No start times in these inputs" in text
+    assert model_of([run.result], verdict=None).kernels[0].verdict is None  # None: no verdict shown

@@ -9,7 +9,9 @@ kernel kinds (AI Core, AI Vector, MIX, AI CPU), several kernels per device, a bi
 level 0 and a name that needs CSV quoting. Several devices exported by the real exporter are a
 behaviour no public real run shows. PMU counters are not written into the raw data (a follow-up),
 so the real export has no PMU columns; the simulator's own PMU columns come after the compared
-ones.
+ones. Two cases set counters (``sim.launch(counters=...)``): the simulated library records them in
+its own ``host/aprofsim_counters.txt``, which both the real exporter and the raw reader must
+ignore (same rows, read natively) while the simulated export writes them.
 """
 
 from __future__ import annotations
@@ -39,10 +41,13 @@ class Case(NamedTuple):
     metric: int
     kernels: tuple[tuple[str, str], ...]  # (name, task type) launched in turn on every device
     binary: str | None = None
+    counters: dict[str, float] | None = None  # what sim.launch(counters=...) sets on every kernel
 
 
 CASES: dict[str, Case] = {
-    "910b_l1_pipe_1dev": Case("910B", 1, (0,), 1, (("div_kernel", "AI_VECTOR_CORE"),)),
+    "910b_l1_pipe_1dev": Case(
+        "910B", 1, (0,), 1, (("div_kernel", "AI_VECTOR_CORE"),), counters={"aiv_vec_ratio": 0.82}
+    ),
     "910b_l1_arith_2dev_mix": Case("910B", 1, (0, 1), 0, (("matmul", "AI_CORE"), ("fused", "MIX_AIC"))),
     "910b_l1_memory_8dev": Case("910B", 1, tuple(range(8)), 2, (("add", "AI_CORE"),)),
     "910b_l0_memoryl0_4dev": Case("910B", 0, (0, 2, 5, 7), 3, (("aclnnAdd", "AI_VECTOR_CORE"),), "add_3a9f"),
@@ -51,7 +56,9 @@ CASES: dict[str, Case] = {
     "910b_l1_l2cache_quoted": Case("910B", 1, (0,), 6, (('odd,"name"', "AI_CORE"),)),
     "310b_l1_pipeexec_1dev": Case("310B", 1, (0,), 7, (("addcmul", "AI_CORE"),)),
     "310b_l0_memaccess_2dev": Case("310B", 0, (0, 1), 8, (("spence", "AI_CORE"), ("cpu_op", "AI_CPU"))),
-    "310b_l1_pipe_8dev": Case("310B", 1, tuple(range(8)), 1, (("lpnormv2", "AI_CORE"),)),
+    "310b_l1_pipe_8dev": Case(
+        "310B", 1, tuple(range(8)), 1, (("lpnormv2", "AI_CORE"),), counters={"mte2_ratio": 0.625}
+    ),
 }
 
 
@@ -75,6 +82,7 @@ def collect(case: Case, base: Path, acl: Acl) -> Path:
                 block_dim=8 + index,
                 count=3 + index % 3,
                 binary_name=case.binary,
+                counters=case.counters,
             )
             assert launched > 0
     assert acl.stop(cfg) == 0
@@ -143,6 +151,11 @@ def test_sim_and_real_exporters_write_the_same_rows(
         assert ours[:width] == theirs, f"{name} {kind} row {index}"
     case = CASES[name]
     assert sorted({int(row[0]) for row in real_rows}) == sorted(case.devices)
+    if kind == "op_summary" and case.counters:
+        assert (exports[name].real_run / "host" / "aprofsim_counters.txt").is_file()
+        for column, value in case.counters.items():
+            at = sim_header.index(column)
+            assert {float(row[at]) for row in sim_rows} == {value}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

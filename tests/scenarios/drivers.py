@@ -57,6 +57,8 @@ class ScenarioProfiler(Protocol):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> AbstractAsyncContextManager[ProfileRun]: ...
 
     async def start(
@@ -70,9 +72,9 @@ class ScenarioProfiler(Protocol):
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path: ...
 
-    async def store_result(self, run_id: str) -> ProfilingResult: ...
+    async def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult: ...
 
-    async def store_last_result(self) -> ProfilingResult: ...
+    async def store_last_result(self, *, counters: bool = False) -> ProfilingResult: ...
 
     async def cleanup(self) -> list[Path]: ...
 
@@ -87,8 +89,10 @@ class BlockingProfiler(Profiler):
         cleanup: bool = True,
         metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        *,
+        counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
-        with super().profile(device_id, cleanup, metrics, profile_types) as run:
+        with super().profile(device_id, cleanup, metrics, profile_types, counters=counters) as run:
             yield run
 
     async def start(  # type: ignore[override]
@@ -105,11 +109,11 @@ class BlockingProfiler(Profiler):
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:  # type: ignore[override]
         return super().export(run_id, timeline=timeline)
 
-    async def store_result(self, run_id: str) -> ProfilingResult:  # type: ignore[override]
-        return super().store_result(run_id)
+    async def store_result(self, run_id: str, *, counters: bool = False) -> ProfilingResult:  # type: ignore[override]
+        return super().store_result(run_id, counters=counters)
 
-    async def store_last_result(self) -> ProfilingResult:  # type: ignore[override]
-        return super().store_last_result()
+    async def store_last_result(self, *, counters: bool = False) -> ProfilingResult:  # type: ignore[override]
+        return super().store_last_result(counters=counters)
 
     async def cleanup(self) -> list[Path]:  # type: ignore[override]
         return super().cleanup()

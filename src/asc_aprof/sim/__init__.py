@@ -30,9 +30,10 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
   next gets none, and the first stop cuts the host stream, so later kernels lose their names
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
-- kernels launched with :func:`launch` (recorded only on profiled devices), with run-to-run
-  noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default), modelled call
-  latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
+- kernels launched with :func:`launch` (recorded only on profiled devices; the PMU counters a
+  launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`),
+  with run-to-run noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default),
+  modelled call latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
   (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
   same result path (:meth:`SimControl.write_foreign_run`,
   :meth:`SimControl.foreign_run_on_next_start`).
@@ -50,19 +51,22 @@ from __future__ import annotations
 import ctypes
 import errno
 import logging
+import math
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
 from ._build import SimulatorBuildError, ensure_built
+from .msprof_sim import ALL_PMU_COLUMNS, OLD_PMU_COLUMNS, PMU_COLUMNS
 
 __all__ = [
     "CANN_VERSIONS",
     "CHIPS",
+    "COUNTER_COLUMNS",
     "DEFAULT_CANN",
     "DEFAULT_CHIP",
     "SimControl",
@@ -93,6 +97,13 @@ FUNCTIONS: Final = (
     "aclprofSetConfig",
 )
 MAX_DEVICES: Final = 64
+#: The PMU columns each chip's op_summary has for each ``AicoreMetrics`` group (real CANN names;
+#: a group missing from a chip writes none).
+COUNTER_COLUMNS: Final = {
+    chip: {metric: tuple(text.split(",")) for metric, text in table.items()}
+    for chip, table in PMU_COLUMNS.items()
+}
+_COUNTER_NAMES: Final = ALL_PMU_COLUMNS | frozenset(OLD_PMU_COLUMNS.split(","))
 
 #: Says (once per process, at WARNING) when a launch went to a device other than the profiled ones.
 logger = logging.getLogger("asc_aprof.sim")
@@ -438,13 +449,14 @@ class SimControl:
         data_format: str = "FORMAT_ND",
         binary_name: str | None = None,
         jitter: float | None = None,
+        counters: Mapping[str, float | None] | None = None,
     ) -> int:
         """See :func:`launch`."""
         if task_type not in TASK_TYPES:
             raise ValueError(f"task_type must be one of {TASK_TYPES}, not {task_type!r}")
         if jitter is not None and not 0 <= jitter < 10:
             raise ValueError(f"jitter must be None or in [0, 10), not {jitter!r}")
-        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format)
+        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, _counter_text(counters))
         recorded = int(
             self._lib.aprofsim_launch_noisy(
                 device,
@@ -487,15 +499,34 @@ def _log_unprofiled(message: str) -> None:
         logger.debug("%s", message)
 
 
+def _counter_text(counters: Mapping[str, float | None] | None) -> str | None:
+    """``column=value;...`` for the host record (None: no counters set)."""
+    if not counters:
+        return None
+    items = []
+    for name, value in counters.items():
+        if name not in _COUNTER_NAMES:
+            raise ValueError(
+                f"counters: {name!r} is not a PMU column of any AicoreMetrics group (see "
+                "asc_aprof.sim.COUNTER_COLUMNS for each chip's names)"
+            )
+        if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
+            raise ValueError(f"counters: {name!r} must be a finite number or None, not {value!r}")
+        items.append(f"{name}={'N/A' if value is None else repr(float(value))}")
+    return ";".join(items)
+
+
 def _tensor_info(
     input_shapes: Sequence[Sequence[int]] | None,
     output_shapes: Sequence[Sequence[int]] | None,
     dtype: str,
     data_format: str,
+    counters: str | None = None,
 ) -> str | None:
-    """The six TAB-separated tensor fields the host record carries (op_summary shape columns)."""
+    """The six TAB-separated tensor fields the host record carries (op_summary shape columns),
+    then the counters a test set, when it set any."""
     if input_shapes is None and output_shapes is None:
-        return None
+        return None if counters is None else "\t" * 6 + counters
     fields: list[str] = []
     for shapes in (input_shapes, output_shapes):
         if not shapes:
@@ -504,6 +535,8 @@ def _tensor_info(
         fields.append(";".join(",".join(str(dim) for dim in shape) for shape in shapes))
         fields.append(";".join([dtype] * len(shapes)))
         fields.append(";".join([data_format] * len(shapes)))
+    if counters is not None:
+        fields.append(counters)
     return "\t".join(fields)
 
 
@@ -530,6 +563,7 @@ def launch(
     data_format: str = "FORMAT_ND",
     binary_name: str | None = None,
     jitter: float | None = None,
+    counters: Mapping[str, float | None] | None = None,
 ) -> int:
     """Run *count* back-to-back simulated kernels on *device*.
 
@@ -545,7 +579,17 @@ def launch(
     *jitter* is the sigma of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`;
     None: the process setting, 0: exact durations).
 
-    :raises ValueError: bad name, task type, duration or device
+    *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names,
+    :data:`COUNTER_COLUMNS`; None writes ``N/A``), e.g. ``{"aiv_vec_ratio": 0.82}``; a column
+    the collection's metric group does not write is ignored. Cells it does not set get plausible
+    values consistent with the duration and with the cells set: ratios in [0, 1], a pipe's
+    ``*_time(us)`` its ratio times the core's busy time (``aicore_time(us)`` / ``aiv_time(us)``,
+    a share of the duration), ``memory_bound`` and ``cube_utilization(%)`` from the ratios.
+    Values are written as msprof writes them (3 decimals). They travel with the kernels' host
+    record, so a run without host data for them (overlapping collections before 9.0) gets
+    plausible values instead.
+
+    :raises ValueError: bad name, task type, duration, device or counters
     """
     return control().launch(
         name,
@@ -560,4 +604,5 @@ def launch(
         data_format=data_format,
         binary_name=binary_name,
         jitter=jitter,
+        counters=counters,
     )

@@ -40,7 +40,9 @@
  *   host/data/aging.compact.task_track.slice_k     64-byte runtime tasks (device, stream, task,
  *       runtime task type, kernel name hash);
  *   host/data/unaging.additional.hash_dic.slice_k  "hash:name" lines; type_info_dic.slice_0
- *       the type names; plus info.json, sample.json, start_info, host_start.log, end_info.
+ *       the type names; plus info.json, sample.json, start_info, host_start.log, end_info;
+ *   host/aprofsim_counters.txt  simulator-only (no CANN file): the PMU counters launches set,
+ *       for the simulated msprof.py's PMU columns (outside host/data: both exporters ignore it).
  * Slice k of the host files holds the k-th stopped device's tasks. Not written (no verified
  * model yet): PMU records (ffts_profile), tensor_info (shapes), FFTS+ subtask and context_id_info
  * records (MIX kernels are written like other kernels), ACL API records.
@@ -879,6 +881,34 @@ static const name_rec *find_name(const name_rec *const *runs, size_t n, size_t *
     return NULL;
 }
 
+/* The PMU counters sim.launch(counters=...) set, "column=value;...": the 7th TAB-separated
+ * field of the tensor text (NULL: none set). */
+static const char *counter_text(const name_rec *name) {
+    const char *p = name->tensors;
+    for (int tabs = 0; p != NULL && tabs < 6; tabs++) {
+        p = strchr(p, '\t');
+        if (p != NULL) p++;
+    }
+    return p != NULL && *p != '\0' ? p : NULL;
+}
+
+/* Simulator-only: the counters a launch set, one line per kernel ("device TAB stream TAB task TAB
+ * counters") in host/aprofsim_counters.txt, outside host/data, where neither the real exporter
+ * nor the raw reader looks; the simulated msprof.py writes them into the PMU columns. */
+static void write_counters(collection *c, uint32_t dev, const task_rec *r, const name_rec *name, FILE **out) {
+    const char *text = counter_text(name);
+    if (text == NULL) return;
+    if (*out == NULL) {
+        char *path = str_printf("%s/host/aprofsim_counters.txt", c->dir);
+        *out = path != NULL ? fopen(path, "a") : NULL;
+        free(path);
+        if (*out == NULL) return;
+    }
+    uint16_t stream, task;
+    task_ids(r, &stream, &task);
+    fprintf(*out, "%u\t%u\t%u\t%s\n", dev, (unsigned)stream, (unsigned)task, text);
+}
+
 /* Everything one stopped device leaves in run *c*: device_N/data/stars_soc.data.N.slice_0 (the
  * task log: a start and an end record per task, none without task time), device_N/end_info.N
  * and, when the run has a host folder, this device's host records as host/data slice k: control
@@ -921,6 +951,7 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
         uint32_t thread = (uint32_t)getpid();
         size_t at = 0;
         const name_rec *last = NULL;
+        FILE *counters = NULL;
         for (size_t i = 0; i < n; i++) {
             const task_rec *r = &recs[i];
             /* Host time: CLOCK_MONOTONIC_RAW-like slots after the start, 10 ns apart. */
@@ -932,6 +963,7 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
             const name_rec *name = find_name(runs, nruns, &at, r);
             if (name == NULL) continue; /* the host stream was cut: no host record */
             host_kernel(&rf, r, dev, name, thread, ts);
+            write_counters(c, dev, r, name, &counters);
             if (name != last) {
                 const char *names[2] = {name->name, name->binary};
                 for (int j = 0; j < 2; j++) {
@@ -945,6 +977,7 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
                 last = name;
             }
         }
+        if (counters != NULL) fclose(counters);
     }
     ob_finish(rf.api, paths[0]);
     ob_finish(rf.basic, paths[1]);

@@ -58,9 +58,13 @@ Environment:
 - ``ASC_APROF_SIM_EXPORT_FAULT``: ``exit:N``, ``hang``, ``signal:N``, ``nocsv``, ``truncate``,
   ``badheader``.
 
-PMU columns are written for ArithmeticUtilization, PipeUtilization and Memory on the 910B and
-for PipeUtilization and PipelineExecuteUtilization on the 310B; other metrics, NONE or no
-``AICORE_METRICS`` bit end the row at ``Context ID``.
+PMU columns (``PMU_COLUMNS``) are the real ones of every ``AicoreMetrics`` group each chip
+collects: all but PipelineExecuteUtilization on the 910B (which writes none for MemoryAccess, as
+the real msprof.py does) and all but MemoryAccess on the 310B; NONE, a group the chip cannot
+collect or no ``AICORE_METRICS`` bit end the row at ``Context ID``. Their values are the ones a
+launch set (``sim.launch(counters=...)``, which the simulated library records in its own
+``host/aprofsim_counters.txt``: not a CANN file, outside ``host/data``), else plausible numbers
+consistent with the duration (see ``_pmu_values``).
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
@@ -151,6 +155,8 @@ KIND_OF_TYPE = {
 
 #: Beside the script in the toolkit tree: the sys.path entry that holds the asc_aprof package.
 SITE_FILE = "aprofsim_site.txt"
+# The simulated library's record of the counters sim.launch(counters=...) set (in host/)
+COUNTERS_FILE = "aprofsim_counters.txt"
 MODEL_ID = "4294967295"
 CHUNK_ROWS = 50_000
 
@@ -163,19 +169,13 @@ NO_KERNEL_COLUMNS = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
     "Task Start Time(us),Task Duration(us),Task Wait Time(us),Context ID"
 )
-# The 310B's single core: (time, ratio) pairs of these pipes, then the extra columns.
-PIPE_310B = {
-    1: (("vec", "mac", "scalar", "mte1", "mte2", "mte3"), ("icache_miss_rate",)),
-    7: (("vec_exe", "mac_exe", "scalar_exe", "mte1_exe", "mte2_exe", "mte3_exe", "fixpipe_exe"), ()),
-}
-
-
-def _columns_310b(metric: int) -> str:
-    pipes, extra = PIPE_310B[metric]
-    pairs = [f"{pipe}_time(us),{pipe}_ratio" for pipe in pipes]
-    return ",".join(["aicore_time(us)", "total_cycles", *pairs, *extra, "memory_bound"])
-
-
+# The PMU columns each AicoreMetrics group adds to op_summary, per chip, as real CANN writes them:
+# the real msprof.py's export of real runs whose sample.json names the group (PipeUtilization on
+# the 910B and PipelineExecuteUtilization on the 310B are real collections; Memory and
+# ArithmeticUtilization on the 910B follow real exports of a 910B host, which also write the L2
+# bandwidths and the cube side's vector_fops / vector side's cube_fops). A group missing from a
+# chip's table writes no PMU column: the 910B cannot collect PipelineExecuteUtilization nor the
+# 310B MemoryAccess, and the real msprof.py writes no column for MemoryAccess on the 910B.
 PMU_COLUMNS = {
     "910B": {
         0: "aicore_time(us),aic_total_cycles,aic_mac_fp16_ratio,aic_mac_int8_ratio,aic_cube_fops,"
@@ -191,9 +191,61 @@ PMU_COLUMNS = {
         "aic_l2_write_bw(GB/s),aiv_time(us),aiv_total_cycles,aiv_ub_read_bw(GB/s),"
         "aiv_ub_write_bw(GB/s),aiv_main_mem_read_bw(GB/s),aiv_main_mem_write_bw(GB/s),"
         "aiv_l2_read_bw(GB/s),aiv_l2_write_bw(GB/s)",
+        3: "aicore_time(us),aic_total_cycles,aic_l0a_read_bw(GB/s),aic_l0a_write_bw(GB/s),"
+        "aic_l0b_read_bw(GB/s),aic_l0b_write_bw(GB/s),aic_l0c_read_bw_cube(GB/s),"
+        "aic_l0c_write_bw_cube(GB/s),aiv_time(us),aiv_total_cycles,aiv_l0c_read_bw(GB/s),"
+        "aiv_l0c_write_bw(GB/s)",
+        4: "aicore_time(us),aic_total_cycles,aiv_time(us),aiv_total_cycles,aiv_vec_bankgroup_cflt_ratio,"
+        "aiv_vec_bank_cflt_ratio,aiv_vec_resc_cflt_ratio",
+        5: "aicore_time(us),aic_total_cycles,aic_ub_read_bw_scalar(GB/s),aic_ub_write_bw_scalar(GB/s),"
+        "aiv_time(us),aiv_total_cycles,aiv_ub_read_bw_vector(GB/s),aiv_ub_write_bw_vector(GB/s),"
+        "aiv_ub_read_bw_scalar(GB/s),aiv_ub_write_bw_scalar(GB/s)",
+        6: "aicore_time(us),aic_total_cycles,aic_write_cache_hit,aic_write_cache_miss_allocate,"
+        "aic_r0_read_cache_hit,aic_r0_read_cache_miss_allocate,aic_r1_read_cache_hit,"
+        "aic_r1_read_cache_miss_allocate,aiv_time(us),aiv_total_cycles,aiv_write_cache_hit,"
+        "aiv_write_cache_miss_allocate,aiv_r0_read_cache_hit,aiv_r0_read_cache_miss_allocate,"
+        "aiv_r1_read_cache_hit,aiv_r1_read_cache_miss_allocate",
     },
-    "310B": {metric: _columns_310b(metric) for metric in PIPE_310B},
+    "310B": {
+        0: "aicore_time(us),total_cycles,mac_fp16_ratio,mac_int8_ratio,vec_fp32_ratio,vec_fp16_ratio,"
+        "vec_int32_ratio,vec_misc_ratio,cube_fops,vector_fops",
+        1: "aicore_time(us),total_cycles,vec_time(us),vec_ratio,mac_time(us),mac_ratio,scalar_time(us),"
+        "scalar_ratio,mte1_time(us),mte1_ratio,mte2_time(us),mte2_ratio,mte3_time(us),mte3_ratio,"
+        "icache_miss_rate,memory_bound,cube_utilization(%)",
+        2: "aicore_time(us),total_cycles,ub_read_bw(GB/s),ub_write_bw(GB/s),l1_read_bw(GB/s),"
+        "l1_write_bw(GB/s),main_mem_read_bw(GB/s),main_mem_write_bw(GB/s)",
+        3: "aicore_time(us),total_cycles,l0a_read_bw(GB/s),l0a_write_bw(GB/s),l0b_read_bw(GB/s),"
+        "l0b_write_bw(GB/s),l0c_read_bw(GB/s),l0c_write_bw(GB/s),l0c_read_bw_cube(GB/s),"
+        "l0c_write_bw_cube(GB/s)",
+        4: "aicore_time(us),total_cycles,vec_bankgroup_cflt_ratio,vec_bank_cflt_ratio,vec_resc_cflt_ratio",
+        5: "aicore_time(us),total_cycles,ub_read_bw_vector(GB/s),ub_write_bw_vector(GB/s),"
+        "ub_read_bw_scalar(GB/s),ub_write_bw_scalar(GB/s)",
+        6: "aicore_time(us),total_cycles,write_cache_hit,write_cache_miss_allocate,r0_read_cache_hit,"
+        "r0_read_cache_miss_allocate,r1_read_cache_hit,r1_read_cache_miss_allocate",
+        7: "aicore_time(us),total_cycles,vec_exe_time(us),vec_exe_ratio,mac_exe_time(us),mac_exe_ratio,"
+        "scalar_exe_time(us),scalar_exe_ratio,mte1_exe_time(us),mte1_exe_ratio,mte2_exe_time(us),"
+        "mte2_exe_ratio,mte3_exe_time(us),mte3_exe_ratio,fixpipe_exe_time(us),fixpipe_exe_ratio,"
+        "memory_bound",
+    },
 }
+# Default pipe ratios: below the verdict's thresholds (vec + mte2 + mte3 stays under 0.9 even
+# with the core's own unit leading), so a kernel is "not bound" (latency-bound when long) unless
+# a launch sets its counters.
+PIPE_RATIO_RANGES = {
+    "mac": (0.1, 0.3),
+    "vec": (0.05, 0.3),
+    "scalar": (0.02, 0.4),
+    "mte1": (0.05, 0.4),
+    "mte2": (0.05, 0.25),
+    "mte3": (0.02, 0.12),
+    "fixpipe": (0.02, 0.2),
+}
+LEAD_RATIO_RANGE = (0.3, 0.5)
+PIPE_RATIO = re.compile(r"^(?:(?:aic|aiv)_)?(vec|mac|scalar|mte1|mte2|mte3|fixpipe)(_exe)?_ratio$")
+#: Every PMU column the simulator can write (what a launch's counters may name).
+ALL_PMU_COLUMNS = frozenset(
+    column for table in PMU_COLUMNS.values() for text in table.values() for column in text.split(",")
+)
 TASK_TIME_HEADER = (
     "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
 )
@@ -267,6 +319,8 @@ class DeviceData(NamedTuple):
     metric: int
     settings: RunSettings
     rows: DeviceRows
+    # (stream, task) -> the PMU counters a launch set ("column=value;...", simulator-only)
+    counters: Mapping[tuple[int, int], str] = {}
 
 
 class Profile(NamedTuple):
@@ -500,6 +554,21 @@ def _device_meta(collection: Collection) -> list[_Meta]:
     return found
 
 
+def _read_counters(host: Path | None) -> dict[int, dict[tuple[int, int], str]]:
+    """The counters ``sim.launch(counters=...)`` set, by device and (stream, task): the simulated
+    library's own ``host/aprofsim_counters.txt`` (outside ``host/data``, so neither the real
+    exporter nor the raw reader reads it; a run without host data has none)."""
+    out: dict[int, dict[tuple[int, int], str]] = {}
+    path = host / COUNTERS_FILE if host is not None else None
+    if path is None or not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split("\t", 3)
+        if len(fields) == 4 and all(f.isdigit() for f in fields[:3]):
+            out.setdefault(int(fields[0]), {})[(int(fields[1]), int(fields[2]))] = fields[3]
+    return out
+
+
 def _load_profile(collection: Collection) -> Profile | None:
     """The collection read by the raw reader (None, said on stdout, where it cannot be read)."""
     metas = [m for m in _device_meta(collection) if m.data_type & (TASK_TIME_L1_BITS | TASK_TIME_L0_BIT)]
@@ -511,7 +580,12 @@ def _load_profile(collection: Collection) -> Profile | None:
         _log("ERROR", f"{collection.path.name}: the raw data cannot be exported ({outcome})")
         return None
     rows = {device.device: device for device in outcome.devices}
-    devices = [DeviceData(*meta, rows[meta.device]) for meta in metas if meta.device in rows]
+    counters = _read_counters(collection.host)
+    devices = [
+        DeviceData(*meta, rows[meta.device], counters.get(meta.device, {}))
+        for meta in metas
+        if meta.device in rows
+    ]
     return Profile(collection.path, devices, has_host, outcome.level0)
 
 
@@ -559,67 +633,136 @@ def _style(device: DeviceData, level0: bool, old: bool) -> Style:
     )
 
 
-def _pmu_values(kind: str, dur_ns: int, block: int, seed: str, style: Style) -> list[str]:
-    """Plausible PMU numbers, stable for one kernel name, scaled by the task duration."""
+def _parse_counters(text: str) -> dict[str, float | None]:
+    """``name=value;...`` (what ``sim.launch(counters=...)`` recorded) as a dict, N/A as None."""
+    out: dict[str, float | None] = {}
+    for item in text.split(";"):
+        name, _, value = item.partition("=")
+        if name:
+            out[name] = None if value == "N/A" else float(value)
+    return out
+
+
+def _side(column: str) -> str:
+    """``aic`` / ``aiv`` for a 910B core's column, ``""`` for the single core's (and the shared ones)."""
+    if column.startswith(("aic_", "aiv_")):
+        return column[:3]
+    if column == "aiv_time(us)":
+        return "aiv"
+    return "aic" if column == "aicore_time(us)" else ""
+
+
+def _plausible(column: str, rng: random.Random, lead: str | None, busy: float, cycles: float) -> float:
+    """A value for *column* that makes sense next to the core's busy time and cycle count."""
+    pipe = PIPE_RATIO.match(column)
+    if pipe is not None:
+        # the core's own unit (mac on a cube core, vec on a vector core) leads
+        low, high = LEAD_RATIO_RANGE if pipe.group(1) == lead else PIPE_RATIO_RANGES[pipe.group(1)]
+        return rng.uniform(low, high)
+    if column.endswith("_ratio"):  # instruction mixes, bank conflicts
+        return rng.uniform(0.0, 0.5)
+    if column.endswith("(GB/s)"):
+        return rng.uniform(0.5, 40.0)
+    if column.endswith("icache_miss_rate"):
+        return rng.uniform(0.0, 0.03)
+    if column.endswith("_fops"):
+        return float(round(cycles * rng.uniform(16, 512)))
+    if "cache" in column:  # L2 cache hits and misses: counts
+        return float(round(cycles * rng.uniform(0.0, 0.5)))
+    return rng.uniform(0.0, 1.0)
+
+
+def _pmu_values(
+    kind: str,
+    dur_ns: int,
+    block: int,
+    seed: str,
+    style: Style,
+    counters: dict[str, float | None] | None = None,
+) -> list[str]:
+    """The PMU cells of one row: *counters* (set by a test) where given, else plausible numbers,
+    stable for one kernel name and consistent with the duration.
+
+    Each core's busy time (``aicore_time(us)``, ``aiv_time(us)``) is a share of the duration, its
+    cycles that time at the core clock over the blocks, a pipe's ``*_time(us)`` its ratio times
+    the busy time, ``memory_bound`` mte2 / max(mac, vec) and ``cube_utilization(%)`` the mac
+    ratio over the cores used. Derived cells follow the counters a test set (a ratio it set
+    moves its time), unless it set them too. The unused core's cells are 0 (real runs), AI CPU
+    rows ``N/A``, and at task time level 0 every ``*_time(us)`` is 0.0 (real runs).
+    """
     metric = style.pmu_metric
     if metric < 0:
         return []
-    level0 = not style.level1
-    columns = OLD_PMU_COLUMNS if style.old else PMU_COLUMNS[style.chip][metric]
-    width = columns.count(",") + 1
+    columns = (OLD_PMU_COLUMNS if style.old else PMU_COLUMNS[style.chip][metric]).split(",")
     if kind == "AI_CPU":
-        return ["N/A"] * width
+        return ["N/A"] * len(columns)
+    given = {k: v for k, v in (counters or {}).items() if k in columns}
     rng = random.Random(zlib.crc32(seed.encode("utf-8", "replace")))
     dur_us = dur_ns / 1000
+    blocks = max(block, 1)
+    single = style.old or style.chip == "310B"
     cube = kind in ("AI_CORE", "MIX_AIC", "MIX_AIV")
     vector = kind in ("AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-    blocks = max(block, 1)
+    enabled = {"": True, "aic": cube or single, "aiv": vector or single}
+    lead = {"": "mac" if cube else "vec", "aic": "mac", "aiv": "vec"}
+    busy: dict[str, float] = {}
+    for side in ("aic", "aiv"):
+        busy[side] = dur_us * rng.uniform(0.6, 0.95) if enabled[side] else 0.0
+    busy[""] = busy["aic"] if single else 0.0
+    time_column = {"aic": "aicore_time(us)", "aiv": "aiv_time(us)", "": "aicore_time(us)"}
+    for side, column in time_column.items():
+        if column in given and given[column] is not None:
+            busy[side] = float(given[column] or 0.0)
+    values: dict[str, float | None] = {}
+    for column in columns:
+        side = "" if single else _side(column)
+        on = enabled[side] if side else True
+        core_busy = busy[side] if side else busy["aic"]
+        cycles = core_busy * style.core_mhz * blocks
+        if column in given:
+            values[column] = given[column]
+        elif column.endswith("total_cycles"):
+            values[column] = float(int(cycles))
+        elif column in ("aicore_time(us)", "aiv_time(us)"):
+            values[column] = core_busy
+        elif column.endswith("_time(us)") or column in ("memory_bound", "cube_utilization(%)"):
+            values[column] = None  # derived below
+        else:
+            values[column] = _plausible(column, rng, lead[side], core_busy, cycles) if on else 0.0
+    for column in columns:  # derived cells: from the (possibly given) ratios
+        if column in given or values[column] is not None:
+            continue
+        if column.endswith("_time(us)"):
+            ratio = values.get(column[: -len("_time(us)")] + "_ratio")
+            side = "" if single else _side(column)
+            values[column] = (ratio or 0.0) * busy[side or "aic"]
+        elif column == "memory_bound":
+            compute = max(round(_ratio_of(values, "mac"), 3), round(_ratio_of(values, "vec"), 3))
+            values[column] = round(_ratio_of(values, "mte2"), 3) / compute if compute else 0.0
+        else:  # cube_utilization(%)
+            values[column] = _ratio_of(values, "mac") * 100 * min(1.0, blocks / style.cores) if cube else 0.0
+    level0 = not style.level1
+    out = []
+    for column in columns:
+        value = values[column]
+        if value is None:
+            out.append("N/A")
+        elif column.endswith("total_cycles"):
+            out.append(str(int(value)))
+        elif level0 and column.endswith("_time(us)") and column not in given:
+            out.append("0.0")  # level-0 captures report every *_time as 0.0 (real runs)
+        else:
+            out.append(_num(value))
+    return out
 
-    def timed() -> tuple[float, int]:
-        busy = dur_us * rng.uniform(0.6, 0.95)
-        return busy, int(busy * style.core_mhz * blocks)
 
-    def t(value: float) -> str:  # level0 captures report every *_time as 0.0 (real runs)
-        return "0.0" if level0 else _num(value)
-
-    if style.old or style.chip == "310B":  # one un-prefixed core
-        pipes, extra = PIPE_310B[1 if style.old else metric]
-        busy, cycles = timed()
-        ratios = {pipe: rng.uniform(0.0, 0.6) for pipe in pipes}
-        # The core's own unit dominates: MAC for cube kernels, vector for vector kernels.
-        lead = pipes[1] if cube else pipes[0]
-        ratios[lead] = rng.uniform(0.3, 0.8)
-        out = [t(busy), str(cycles)]
-        for pipe in pipes:
-            out += [t(busy * ratios[pipe]), _num(ratios[pipe])]
-        out += [_num(rng.uniform(0, 0.03)) for _ in extra]
-        compute = max(round(ratios[pipes[0]], 3), round(ratios[pipes[1]], 3))
-        mte2 = round(ratios[pipes[4]], 3)
-        return [*out, _num(mte2 / compute) if compute else "0.0"]
-
-    def side(enabled: bool, spec: tuple[tuple[float, float], ...], with_times: bool) -> list[str]:
-        if not enabled:
-            return ["0.0", "0"] + ["0.0"] * (len(spec) * (2 if with_times else 1))
-        busy, cycles = timed()
-        out = [t(busy), str(cycles)]
-        for lo, hi in spec:
-            value = rng.uniform(lo, hi)
-            out += [t(busy * value), _num(value)] if with_times else [_num(value)]
-        return out
-
-    if metric == 1:
-        aic = side(cube, ((0.2, 0.8), (0.02, 0.3), (0.05, 0.4), (0.1, 0.6), (0.02, 0.2)), True)
-        aic.append(_num(rng.uniform(0, 0.03)) if cube else "0.0")
-        aiv = side(vector, ((0.05, 0.6), (0.02, 0.5), (0.1, 0.6), (0.02, 0.3)), True)
-        aiv.append(_num(rng.uniform(0, 0.03)) if vector else "0.0")
-        mac_ratio = float(aic[3]) if cube else 0.0
-        return aic + aiv + [f"{mac_ratio * 100 * min(1.0, blocks / style.cores):.3f}"]
-    if metric == 2:
-        bw = ((0.5, 40.0),) * 6
-        return side(cube, bw, False) + side(vector, bw, False)
-    aic = side(cube, ((0.0, 0.9), (0.0, 0.2), (1e6, 1e9), (1e5, 1e8)), False)
-    aiv = side(vector, ((0.0, 0.5), (0.0, 0.6), (0.0, 0.1), (0.0, 0.2), (0.0, 1.0), (1e5, 1e8)), False)
-    return aic + aiv
+def _ratio_of(values: dict[str, float | None], pipe: str) -> float:
+    """The ratio of *pipe* among *values*, whatever its column is called (0 when absent)."""
+    for column, value in values.items():
+        match = PIPE_RATIO.match(column)
+        if match is not None and match.group(1) == pipe and value is not None:
+            return value
+    return 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -636,13 +779,14 @@ def _kinds(device: DeviceData) -> dict[tuple[int, int], str]:
     return {(t.stream_id, t.task_id): KIND_OF_TYPE.get(t.type, t.type) for t in device.rows.task_time}
 
 
-def _op_row(raw: RawTask, kind: str, wait: str, style: Style) -> str:
+def _op_row(raw: RawTask, kind: str, wait: str, style: Style, counters: str | None = None) -> str:
     """One op_summary row without its Device_id cell (the cells the real exporter writes for
     this raw data, then the simulator's PMU columns)."""
     name = _csv_cell(raw.name)
     dur_ns = _ns(raw.duration)
     block = raw.block_num or 0
-    pmu = _pmu_values(kind, dur_ns, block, raw.name, style)
+    given = _parse_counters(counters) if counters else None
+    pmu = _pmu_values(kind, dur_ns, block, raw.name, style, given)
     start = _us(raw.start_ns)
     if style.old:
         op_type = name if style.level1 else "N/A"
@@ -673,7 +817,8 @@ def _op_rows(device: DeviceData, style: Style) -> Iterator[list[str]]:
             wait = _num(max(gap, 0.0))
         previous = raw
         kind = kinds.get((raw.stream_id, raw.task_id), KIND_OF_TYPE.get(raw.csv_type, raw.csv_type))
-        rows.append(_op_row(raw, kind, wait, style))
+        counters = device.counters.get((raw.stream_id, raw.task_id))
+        rows.append(_op_row(raw, kind, wait, style, counters))
         if len(rows) >= CHUNK_ROWS:
             yield rows
             rows = []

@@ -1,0 +1,162 @@
+"""The simulator's PMU counters: real column names for every metric group and chip, the values a
+launch sets coming back through the library, and plausible values for the rest."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from asc_aprof import AicoreMetrics, Profiler, sim
+
+from ..reference import REAL_CSV, REAL_RUNS, needs_real_csv, needs_real_runs
+
+GROUPS = [m for m in AicoreMetrics if m is not AicoreMetrics.NONE]
+#: sample.json's ai_core_metrics of a real collection -> the group asked for
+REAL_GROUP_NAMES = {"PipeUtilizationExct": 1, "PipeUtilization": 1, "PipelineExecuteUtilization": 7}
+
+
+def pmu_part(header: list[str]) -> tuple[str, ...]:
+    return tuple(header[header.index("Context ID") + 1 :])
+
+
+def set_values(columns: tuple[str, ...]) -> dict[str, float | None]:
+    """A distinct value for every column (whole cycle counts, ratios in [0, 1]) and one N/A."""
+    values: dict[str, float | None] = {}
+    for i, column in enumerate(columns):
+        values[column] = float(1000 + i) if column.endswith("total_cycles") else round(0.011 * (i + 1), 3)
+    if columns:
+        values[columns[-1]] = None
+    return values
+
+
+@pytest.mark.parametrize("chip", sim.CHIPS)
+@pytest.mark.parametrize("metric", GROUPS, ids=lambda m: m.name)
+def test_every_group_round_trips(chip: str, metric: AicoreMetrics) -> None:
+    sim.control().configure(chip=chip)
+    columns = sim.COUNTER_COLUMNS[chip].get(int(metric), ())
+    values = set_values(columns)
+    profiler = Profiler(toolkit=sim.toolkit())
+    with profiler.profile(metrics=metric, counters=True) as run:
+        sim.launch("set_k", task_type="MIX_AIC", duration_us=40.0, count=2, counters=values)
+        sim.launch("other_k", task_type="MIX_AIV", duration_us=25.0, count=2)
+    result = run.result
+    assert result is not None and result.counters is not None
+    assert result.counters.columns == columns
+    for index, task in enumerate(result.tasks):
+        row = result.counters.row(index)
+        if task.name == "set_k":
+            assert row == values
+        else:
+            assert_plausible(row, task.duration, chip)
+
+
+def assert_plausible(row: dict[str, float | None], duration: float, chip: str) -> None:
+    """What a default value must satisfy, for a kernel using both cores."""
+    assert all(value is not None for value in row.values())
+    core = {
+        "aic": row.get("aicore_time(us)", 0.0),
+        "aiv": row.get("aiv_time(us)", 0.0),
+        "": row.get("aicore_time(us)", 0.0),
+    }
+    for column, value in row.items():
+        assert value is not None and value >= 0, column
+        side = "" if chip == "310B" else column[:3] if column[:4] in ("aic_", "aiv_") else "aic"
+        if column.endswith(("_ratio", "_rate")):
+            assert value <= 1, column
+        elif column in ("aicore_time(us)", "aiv_time(us)"):
+            assert 0 < value <= duration, column
+        elif column.endswith("_time(us)"):  # a pipe's time: its ratio of the core's busy time
+            ratio, busy = row[column[: -len("_time(us)")] + "_ratio"], core[side]
+            assert ratio is not None and busy is not None
+            assert abs(value - ratio * busy) <= 0.0006 * busy + 0.001, column
+        elif column.endswith("total_cycles"):
+            assert value > 0 and value == int(value), column
+        elif column == "memory_bound":
+            mte2 = next(v for k, v in row.items() if k.startswith("mte2") and k.endswith("ratio"))
+            compute = max(
+                v or 0 for k, v in row.items() if k.startswith(("mac", "vec")) and k.endswith("ratio")
+            )
+            assert mte2 is not None and value == pytest.approx(mte2 / compute, abs=1e-3)
+
+
+def test_a_set_ratio_moves_its_time_and_the_derived_cells() -> None:
+    sim.control().configure(chip="310B")
+    profiler = Profiler(toolkit=sim.toolkit())
+    with profiler.profile(metrics=AicoreMetrics.PIPE_EXECUTE_UTILIZATION, counters=True) as run:
+        sim.launch(
+            "k",
+            task_type="AI_VECTOR_CORE",
+            duration_us=50.0,
+            counters={"vec_exe_ratio": 0.5, "mte2_exe_ratio": 0.8},
+        )
+    assert run.result is not None and run.result.counters is not None
+    row = run.result.counters.row(0)
+    core = row["aicore_time(us)"]
+    assert core is not None and row["vec_exe_time(us)"] == pytest.approx(0.5 * core, abs=1e-3)
+    assert row["mte2_exe_time(us)"] == pytest.approx(0.8 * core, abs=1e-3)
+    assert row["memory_bound"] == pytest.approx(0.8 / 0.5, abs=1e-3)  # mte2 / max(mac, vec)
+
+
+def test_launch_refuses_unknown_columns_and_bad_values() -> None:
+    with pytest.raises(ValueError, match="'aiv_vec_rat' is not a PMU column"):
+        sim.launch("k", counters={"aiv_vec_rat": 0.5})
+    for bad in (float("nan"), float("inf"), "0.5"):
+        with pytest.raises(ValueError, match="finite number or None"):
+            sim.launch("k", counters={"aiv_vec_ratio": bad})  # type: ignore[dict-item]
+
+
+def test_unsupported_groups_write_no_pmu_column() -> None:
+    assert int(AicoreMetrics.PIPE_EXECUTE_UTILIZATION) not in sim.COUNTER_COLUMNS["910B"]
+    assert (
+        int(AicoreMetrics.MEMORY_ACCESS) not in sim.COUNTER_COLUMNS["910B"]
+    )  # the real msprof.py writes none
+    assert int(AicoreMetrics.MEMORY_ACCESS) not in sim.COUNTER_COLUMNS["310B"]
+    for chip, table in sim.COUNTER_COLUMNS.items():
+        prefixed = all(c.startswith(("aic_", "aiv_")) or c in ("aicore_time(us)", "cube_utilization(%)")
+                       for columns in table.values() for c in columns)  # fmt: skip
+        assert prefixed == (chip == "910B")
+
+
+# -- names against real CANN output ------------------------------------------------------------------
+
+
+def real_group(run: Path) -> tuple[str, int] | None:
+    """(chip, group) of a real run from its device's sample.json and info.json."""
+    (prof,) = run.glob("PROF_*")
+    device = next(prof.glob("device_*"))
+    sample = json.loads((device / "sample.json").read_text())
+    info = json.loads(next(device.glob("info.json.*[0-9]")).read_text())
+    chip = {"5": "910B", "7": "310B"}.get(str(info.get("platform_version")))
+    group = REAL_GROUP_NAMES.get(sample.get("ai_core_metrics", ""))
+    return None if chip is None or group is None else (chip, group)
+
+
+@needs_real_runs
+def test_names_equal_every_real_runs_export() -> None:
+    checked = set()
+    for path in sorted(REAL_RUNS.glob("*/expected/op_summary_*.csv")):
+        kind = real_group(path.parents[1])
+        assert kind is not None, path
+        with open(path, newline="", encoding="utf-8") as stream:
+            header = next(csv.reader(stream))
+        assert pmu_part(header) == sim.COUNTER_COLUMNS[kind[0]][kind[1]], path
+        checked.add(kind)
+    assert checked == {("910B", 1), ("310B", 7)}
+
+
+@needs_real_csv
+@pytest.mark.parametrize(
+    ("name", "group"),
+    [
+        ("vllm-project__vllm-ascend__op_summary_20260823165421.csv", AicoreMetrics.MEMORY_BANDWIDTH),
+        ("Ascend__msprof-analyze__kernel_details.csv", AicoreMetrics.ARITHMETIC_UTILIZATION),
+        ("A-Y-1__AscendC-S4__op_summary_20250401202358.csv", AicoreMetrics.PIPE_UTILIZATION),
+    ],
+)
+def test_names_equal_real_910b_host_exports(name: str, group: AicoreMetrics) -> None:
+    with open(REAL_CSV / name, newline="", encoding="utf-8") as stream:
+        header = next(csv.reader(stream))
+    assert pmu_part(header) == sim.COUNTER_COLUMNS["910B"][int(group)]
