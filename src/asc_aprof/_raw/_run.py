@@ -895,8 +895,10 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
     if task_time and all(t.type in CONTROL_TASK_TYPES for t in task_time):
         # No kernel ran: the exporter's op_summary lists every task_time row, typed
         # PLACE_HOLDER_SQE whatever the SQE type (real runs; the real exporter on simulated runs).
-        rows = tuple(t._replace(type=PLACE_HOLDER_TYPE, csv_type=PLACE_HOLDER_TYPE) for t in task_time)
-        return RawResult(rows, SOURCE_OP_SUMMARY, level0, task_time if with_task_time else None)
+        placeholders = tuple(
+            t._replace(type=PLACE_HOLDER_TYPE, csv_type=PLACE_HOLDER_TYPE) for t in task_time
+        )
+        return RawResult(placeholders, SOURCE_OP_SUMMARY, level0, task_time if with_task_time else None)
     tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
