@@ -892,9 +892,15 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
     if op_rows:
         return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
     assert task_time is not None
-    if task_time and all(t.type in CONTROL_TASK_TYPES for t in task_time):
-        # No kernel ran: the exporter's op_summary lists every task_time row, typed
-        # PLACE_HOLDER_SQE whatever the SQE type (real runs; the real exporter on simulated runs).
+    if (
+        task_time
+        and not any(out.ge for out in outputs)
+        and all(t.type in CONTROL_TASK_TYPES for t in task_time)
+    ):
+        # No kernel launched (no GE task) nor ran: the exporter's op_summary lists every task_time
+        # row as PLACE_HOLDER_SQE (the real exporter on an empty simulated run; real runs of an
+        # empty collection show such rows). Real runs show that a run with a GE task whose kernel
+        # never ran on the device gets task_time only.
         placeholders = tuple(
             t._replace(type=PLACE_HOLDER_TYPE, csv_type=PLACE_HOLDER_TYPE) for t in task_time
         )
