@@ -35,7 +35,8 @@ def _files(path: Path) -> tuple[RunPlan, dict[str, bytes]]:
     files: dict[str, bytes] = {}
     for rel in plan.wanted:
         try:
-            with open(path / rel, "rb") as stream:
+            # O_NOFOLLOW: a raw file that is a link (it may lead out of the run) is not read.
+            with open(os.open(path / rel, os.O_RDONLY | os.O_NOFOLLOW), "rb") as stream:
                 files[rel] = stream.read()
         except OSError as exc:
             raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
