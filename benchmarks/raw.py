@@ -10,6 +10,12 @@ Throughput: tasks per second of the raw reader (``read_run``: files from a warm 
 ``decode_run``: bytes already in memory) against the CSV parser reading the real exporter's CSVs
 of the same runs (``store_result()`` of the exported copy).
 
+Simulated runs (the simulator writes CANN's raw formats, which the real exporter accepts): the
+stop-to-result latency of a 10,000-task run, and a 16-case x 4-device sweep (every case one
+4-device collection of 64 kernels per device), each result read by the raw reader against the
+real ``msprof.py`` export + CSV parse of the same raw data: the sweep's cost with the real
+exporter's per-run cost, without and with the raw reader.
+
 Needs the reference data beside the repository (``../shared/reference`` or
 ``ASC_APROF_REFERENCE``): the real runs and the real ``msprof.py``. Without it the section says
 so and measures nothing.
@@ -23,7 +29,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from asc_aprof import Profiler, Toolkit, sim
+from asc_aprof import MsprofInterface, Profiler, ProfileType, Toolkit, sim
 from asc_aprof._raw import RawResult, RunPlan, decode_run, read_run
 from asc_aprof._raw._driver import _listing
 from asc_aprof._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
@@ -56,6 +62,112 @@ def copy_run(name: str, into: Path) -> tuple[Path, str]:
         shutil.rmtree(result_path)
     shutil.copytree(source, result_path / source.name, symlinks=True)
     return result_path, source.name
+
+
+def sim_run(into: Path, devices: int, kernels: int, case: int) -> tuple[Path, str]:
+    """One simulated collection on *devices* devices, *kernels* kernels each; (result path, run id)."""
+    control = sim.control()
+    control.reset()
+    control.configure(cann="9.0")
+    acl = MsprofInterface(sim.toolkit())
+    into.mkdir(parents=True, exist_ok=True)
+    acl.init(into)
+    config = acl.create_config(range(devices), types=ProfileType.TASK_TIME)
+    acl.start(config)
+    for device in range(devices):
+        sim.launch(f"case{case}_kernel", device=device, duration_us=5.0 + case, count=kernels, block_dim=8)
+    acl.stop(config)
+    acl.destroy_config(config)
+    acl.finalize()
+    control.reset()
+    (run_dir,) = into.glob("PROF_*")
+    return into, run_dir.name
+
+
+def copy_sim(source: tuple[Path, str], into: Path) -> tuple[Path, str]:
+    if into.exists():
+        shutil.rmtree(into)
+    shutil.copytree(source[0] / source[1], into / source[1])
+    return into, source[1]
+
+
+def simulated(cfg: Config, toolkit: Toolkit, work: Path, section: Section) -> None:
+    """The 10,000-task latency and the 16 x 4 sweep on simulated raw data (see the module doc)."""
+    big = sim_run(work / "big", 1, 10_000, 0)
+    raw_times = []
+    for _ in range(3 if cfg.quick else 10):
+        path, run_id = copy_sim(big, work / "big_raw")
+        raw_times.append(
+            timed(functools.partial(Profiler(path, toolkit=toolkit, reader="raw").store_result, run_id))
+        )
+    exports = []
+    for _ in range(1 if cfg.quick else 2):
+        path, run_id = copy_sim(big, work / "big_msprof")
+        profiler = Profiler(path, toolkit=toolkit, reader="msprof", export_timeout=900)
+        exports.append(
+            timed(functools.partial(profiler.export, run_id))
+            + timed(functools.partial(profiler.store_result, run_id))
+        )
+    ratio = median(exports) / median(raw_times)
+    section.tables.append(
+        Table(
+            "Stop to result, simulated 10,000-task run (1 device)",
+            ["path", "median", "min", "reps"],
+            [
+                [
+                    "raw reader (`reader='raw'`)",
+                    fmt_ms(median(raw_times)),
+                    fmt_ms(min(raw_times)),
+                    str(len(raw_times)),
+                ],
+                [
+                    "real msprof.py export + CSV parse",
+                    fmt_ms(median(exports)),
+                    fmt_ms(min(exports)),
+                    str(len(exports)),
+                ],
+            ],
+        )
+    )
+    section.targets.append(
+        Target(
+            "10,000-task run: raw reader vs real msprof.py + parse",
+            f">= {GOAL:.0f}x",
+            fmt_x(ratio),
+            ratio >= GOAL,
+        )
+    )
+    cases = 4 if cfg.quick else 16
+    runs = [sim_run(work / "sweep" / f"case{case}", 4, 64, case) for case in range(cases)]
+    raw_total = export_total = 0.0
+    per_export = []
+    for case, source in enumerate(runs):
+        path, run_id = copy_sim(source, work / "sweep_raw" / f"case{case}")
+        raw_total += timed(
+            functools.partial(Profiler(path, toolkit=toolkit, reader="raw").store_result, run_id)
+        )
+        path, run_id = copy_sim(source, work / "sweep_msprof" / f"case{case}")
+        profiler = Profiler(path, toolkit=toolkit, reader="msprof", export_timeout=900)
+        cost = timed(functools.partial(profiler.export, run_id)) + timed(
+            functools.partial(profiler.store_result, run_id)
+        )
+        per_export.append(cost)
+        export_total += cost
+    section.tables.append(
+        Table(
+            f"{cases}-case x 4-device sweep (64 kernels per device), results after the stops",
+            ["path", "total", "per run (median)"],
+            [
+                ["raw reader", fmt_ms(raw_total), fmt_ms(raw_total / cases)],
+                ["real msprof.py export + CSV parse", fmt_ms(export_total), fmt_ms(median(per_export))],
+            ],
+        )
+    )
+    section.notes.append(
+        f"Sweep: {cases} cases of one 4-device collection each; the export path costs "
+        f"{fmt_x(export_total / raw_total)} the raw reader's time (collection time, the same for both, "
+        "not counted)."
+    )
 
 
 def run(cfg: Config) -> Section:
@@ -161,6 +273,7 @@ def run(cfg: Config) -> Section:
                 rows,
             )
         )
+        simulated(cfg, toolkit, work, section)
         section.notes.append(
             "The raw reader does the exporter's work (pairing the device's start/end records, the host "
             "call tree, the host/device join, the printed start times), so per task it is slower than "

@@ -50,7 +50,8 @@ def launch(case: int, device: int) -> None:
 
 
 async def sweep(root: Path) -> list[SweepItem[int]]:
-    profiler = AsyncProfiler(root, toolkit=sim.toolkit())
+    # the report reads timelines from exported CSVs: export every run (the raw reader would not)
+    profiler = AsyncProfiler(root, toolkit=sim.toolkit(), reader="msprof")
     items: list[SweepItem[int]] = []
     async with profiler.sweep(range(8), launch, devices=[0, 1, 2, 3]) as stream:
         async for item in stream:

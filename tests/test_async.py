@@ -177,7 +177,7 @@ async def test_cancel_during_stop_still_finishes_it(toolkit: Toolkit, simctl: Si
 
 
 async def test_cancel_during_export_kills_the_process_group(simctl: SimControl, tmp_path: Path) -> None:
-    profiler = AsyncProfiler(tmp_path, toolkit=sim.toolkit(export_fault="hang"))
+    profiler = AsyncProfiler(tmp_path, toolkit=sim.toolkit(export_fault="hang"), reader="msprof")
     run_dirs = []
     with anyio.move_on_after(1.5) as scope:
         async with profiler.profile() as run:

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from asc_aprof import Profiler, Toolkit, sim
+from asc_aprof import Profiler, Toolkit, UsageError, aread_columns, read_columns, sim
+from asc_aprof._export import run_export
+from asc_aprof._inputs import load_timelines, parse_labelled
+from asc_aprof._layout import find_summary_csvs
+from asc_aprof._report import load_run_columns
+from asc_aprof._timeline import read_timeline
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 
@@ -91,10 +96,100 @@ def test_summary_without_toolkit_is_one_clear_line(
     profiler.stop()
     monkeypatch.setenv("ASCEND_HOME_PATH", str(result_dir / "no-cann"))
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
-    code, out, err = run_cli(capsys, "summary", str(result_dir))
+    code, out, err = run_cli(capsys, "summary", str(result_dir), "--reader", "msprof")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and err.startswith("asc-aprof: error: no CANN toolkit found")
     assert "--simulate" in err and "Traceback" not in err
+
+
+def _no_cann(result_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ASCEND_HOME_PATH", str(result_dir / "no-cann"))
+    monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
+
+
+def test_summary_reads_a_run_natively_without_a_toolkit(
+    simctl: SimControl, result_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (run_id,) = make_runs(result_dir, sim.toolkit())
+    run = result_dir / run_id
+    _no_cann(result_dir, monkeypatch)
+    for reader in ("auto", "raw"):
+        code, out, err = run_cli(
+            capsys, "summary", str(result_dir), "--reader", reader, "--json", "--samples"
+        )
+        assert code == 0, err
+        assert not find_summary_csvs(run)  # read natively: nothing exported, no toolkit looked for
+        native = json.loads(out)
+    native_columns = load_run_columns(run)
+    # the same run exported by msprof.py and read from its CSVs gives the same columns and report
+    code, out, err = run_cli(
+        capsys, "summary", str(result_dir), "--reader", "msprof", "--simulate", "--json", "--samples"
+    )
+    assert code == 0, err
+    assert find_summary_csvs(run)
+    exported = json.loads(out)
+    assert native["kernels"] == exported["kernels"] and {k["name"] for k in native["kernels"]} == {
+        "matmul",
+        "add",
+    }
+    assert [r["samples"] for r in native["runs"]] == [r["samples"] for r in exported["runs"]]
+    assert native_columns == load_run_columns(run) == [read_columns(run)]
+
+
+async def test_read_columns_of_a_run_not_exported(simctl: SimControl, result_dir: Path) -> None:
+    (run_id,) = make_runs(result_dir, sim.toolkit())
+    run = result_dir / run_id
+    native, native_async = read_columns(run), await aread_columns(run)
+    assert not find_summary_csvs(run) and native.run_id == run_id and len(native) == 60
+    with pytest.raises(UsageError, match="no exported op_summary/task_time CSV"):
+        read_columns(run, counters=True)  # counters come from the CSVs only
+    (run / "device_0" / "data").rename(run / "device_0" / "gone")
+    with pytest.raises(UsageError, match="raw reader declined it"):
+        await aread_columns(run)
+    (run / "device_0" / "gone").rename(run / "device_0" / "data")
+    run_export(sim.toolkit(), run)
+    assert native == native_async == read_columns(run) == await aread_columns(run)
+
+
+def test_metrics_and_reader_raw_need_exported_csvs(
+    simctl: SimControl, result_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (run_id,) = make_runs(result_dir, sim.toolkit())
+    _no_cann(result_dir, monkeypatch)
+    # counters come from CSVs only: auto exports first, which needs a toolkit
+    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics")
+    assert code == 1 and err.startswith("asc-aprof: error: no CANN toolkit found")
+    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--reader", "raw")
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert "the raw reader declined it" in err and "PMU counters" in err
+    assert not find_summary_csvs(result_dir / run_id)
+    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--simulate")
+    assert code == 0, err
+    assert find_summary_csvs(result_dir / run_id) and "matmul" in out
+
+
+def test_trace_without_counters_reads_natively_and_matches_the_export(
+    simctl: SimControl,
+    result_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (run_id,) = make_runs(result_dir, sim.toolkit())
+    run = result_dir / run_id
+    _no_cann(result_dir, monkeypatch)
+    code, _, err = run_cli(capsys, "trace", str(result_dir), "-o", str(tmp_path / "t.json"))
+    assert code == 1 and "no CANN toolkit found" in err  # counters wanted: exported first
+    code, _, err = run_cli(capsys, "trace", str(result_dir), "--no-counters", "-o", str(tmp_path / "t.json"))
+    assert code == 0, err
+    assert not find_summary_csvs(run)
+    native = load_timelines(parse_labelled(f"x={result_dir}"), toolkit=sim.toolkit, counters=False)
+    exported = load_timelines(
+        parse_labelled(f"x={result_dir}"), toolkit=sim.toolkit, counters=False, reader="msprof"
+    )
+    assert find_summary_csvs(run)
+    assert native == exported == [read_timeline(run, case="x", counters=False)]
+    assert all(t.start_ns is not None and t.stream is not None for t in native[0].tasks)
 
 
 def test_errors_are_one_line_without_traceback(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

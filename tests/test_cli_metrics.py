@@ -24,7 +24,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
 def make_run(
     result_dir: Path, toolkit: Toolkit, vec: float, metric: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION
 ) -> str:
-    profiler = Profiler(result_dir, toolkit=toolkit)
+    profiler = Profiler(result_dir, toolkit=toolkit, reader="msprof")  # exported: the CLI reads CSVs
     with profiler.profile(cleanup=False, metrics=metric) as run:
         for i in range(20):
             sim.launch(

@@ -127,7 +127,7 @@ def test_plan_reads_only_known_files_in_slice_order() -> None:
 @pytest.mark.parametrize(
     ("change", "reason", "what"),
     [
-        ({"": ["device_0"]}, DeclineReason.NOT_A_RUN, "host"),
+        ({"": ["host", "mindstudio_profiler_output"]}, DeclineReason.NOT_A_RUN, "device_N"),
         ({"host__data": ["aging.api_event.data.slice_0"]}, DeclineReason.MISSING_FILE, "task_track"),
         ({"device_0__data": []}, DeclineReason.MISSING_FILE, "stars_soc"),
         (
@@ -164,6 +164,15 @@ def test_plan_declines_what_it_does_not_know(
             dirs_to_list(change[""])
         RunPlan.from_listing(listing(**change))
     assert info.value.declined.reason is reason and what in info.value.declined.message
+
+
+def test_plan_reads_a_run_without_host_data() -> None:
+    # The second run of an overlapping CANN 8.5 collection has no host/: task_time only.
+    assert dirs_to_list(["device_1"]) == ["device_1", "device_1/data"]
+    full = listing()
+    plan = RunPlan.from_listing({k: v for k, v in full.items() if not k.startswith("host")})
+    assert plan.host_info is None and plan.host_data == {}
+    assert [d.folder for d in plan.devices] == ["device_0"]
 
 
 def test_plan_declines_unknown_host_files() -> None:

@@ -59,7 +59,7 @@ from ._core import (
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
-from ._layout import CsvFile, find_summary_csvs
+from ._layout import CsvFile, find_summary_csvs, refuse_linked_folders
 from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
 from ._raw import Reader, raw_or_fallback, read_run_async
 from ._reader import (
@@ -88,6 +88,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
+        refuse_linked_folders(step.run_dir)  # a few lstat calls
         return await read_run_async(step.run_dir)
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
@@ -424,6 +425,7 @@ class AsyncProfiler(ProfilerBase):
         """The run's tasks: from its CSVs, else per ``reader`` (raw data, or msprof.py first)."""
         files: list[CsvFile] = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
+            refuse_linked_folders(run_dir)
             outcome = raw_declined_for_counters() if counters else await read_run_async(run_dir)
             raw = raw_or_fallback(self.reader, outcome, run_dir)
             if raw is not None:

@@ -8,6 +8,10 @@ Cases in a JSON report: the pytest plugin's ``tests`` records name the test that
 which labels the run by test id (a parametrised test is a sweep); a top-level ``cases`` list of
 ``{"run_id": ..., "device": ... or null, "case": ...}`` records (for tools writing sweeps as
 JSON) labels runs or run-device pairs.
+
+A run not exported yet is read by the raw reader when it accepts the run and no counters are
+wanted (``trace --no-counters``); otherwise it is exported with ``msprof.py`` first, as the
+library's ``reader=`` does.
 """
 
 from __future__ import annotations
@@ -19,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import UsageError
-from ._export import run_export
 from ._layout import find_summary_csvs
+from ._raw import Reader
 from ._records import ProfilingResult
-from ._report import REPORT_FORMAT, load_json, runs_of
-from ._timeline import Timeline, read_timeline
+from ._report import REPORT_FORMAT, export_run, load_json, raw_read, runs_of
+from ._timeline import Timeline, raw_timeline, read_timeline
 from ._toolkit import Toolkit
 
 
@@ -45,28 +49,39 @@ def parse_labelled(spec: str) -> Labelled:
     return Labelled(None, path)
 
 
-def _exported(run: Path, toolkit: Callable[[], Toolkit], timeout: float | None) -> Path:
-    if not find_summary_csvs(run):
-        run_export(toolkit(), run, timeout=timeout)
-    return run
-
-
 def load_timelines(
-    spec: Labelled, *, toolkit: Callable[[], Toolkit], timeout: float | None = None, counters: bool = True
+    spec: Labelled,
+    *,
+    toolkit: Callable[[], Toolkit],
+    timeout: float | None = None,
+    counters: bool = True,
+    reader: Reader | str = Reader.AUTO,
 ) -> list[Timeline]:
-    """The timelines of every run under *spec* (exported first where needed, with *toolkit*).
+    """The timelines of every run under *spec*.
+
+    A run not exported yet is read by the raw reader when it accepts it and no *counters* are
+    wanted (the raw reader reads none); else it is exported first, with *toolkit* (called only
+    then). *reader*: as ``Profiler(reader=...)``.
 
     :raises UsageError: for a JSON file (results carry no start times) or a path with no run
+    :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined a run
     """
     if spec.path.is_file() and spec.path.suffix == ".json":
         raise UsageError(
             f"{spec.path}: a JSON report or result has no start times; give the result directory or "
             "the PROF_* runs it came from"
         )
-    return [
-        read_timeline(_exported(run, toolkit, timeout), case=spec.label, counters=counters)
-        for run in runs_of(spec.path)
-    ]
+    mode = Reader.of(reader)
+    out = []
+    for run in runs_of(spec.path):
+        if not find_summary_csvs(run):
+            raw = raw_read(run, mode, counters=counters)
+            if raw is not None:
+                out.append(raw_timeline(run, raw, case=spec.label))
+                continue
+            export_run(run, toolkit, timeout)
+        out.append(read_timeline(run, case=spec.label, counters=counters))
+    return out
 
 
 def json_cases(path: Path) -> dict[tuple[str, int | None], str]:
@@ -99,10 +114,18 @@ class LoadedInput:
 
 
 def load_report_input(
-    spec: Labelled, *, toolkit: Callable[[], Toolkit], timeout: float | None = None
+    spec: Labelled,
+    *,
+    toolkit: Callable[[], Toolkit],
+    timeout: float | None = None,
+    reader: Reader | str = Reader.AUTO,
 ) -> LoadedInput:
-    """Results of a JSON file, or timelines (with counters) of the runs under a directory."""
+    """Results of a JSON file, or timelines (with counters) of the runs under a directory.
+
+    The report shows counters, so a run not exported yet is exported (``reader="raw"``: refused,
+    as the raw reader reads no counters); see :func:`load_timelines`.
+    """
     if spec.path.is_file() and spec.path.suffix == ".json":
         return LoadedInput(spec.label, load_json(spec.path), [], json_cases(spec.path))
-    timelines = load_timelines(spec, toolkit=toolkit, timeout=timeout, counters=True)
+    timelines = load_timelines(spec, toolkit=toolkit, timeout=timeout, counters=True, reader=reader)
     return LoadedInput(spec.label, [], timelines, {})

@@ -21,7 +21,10 @@ and the newest export over older ones.
 
 Nothing is read through a symbolic link, which could lead out of the run: a symlinked run (as a
 run id) or export folder (``mindstudio_profiler_output``, ``device_N``, ``device_N/summary``) is
-refused with a :class:`UsageError` naming it, and a symlinked CSV is not picked.
+refused with a :class:`UsageError` naming it, and a symlinked CSV is not picked. A run read
+natively is checked the same way first (:func:`refuse_linked_folders`): its raw folders (``host``,
+``device_N``, their ``data``) and its export folders, so a link planted in the run is refused
+whichever reader reads it, and a later ``msprof.py`` export cannot write through it unnoticed.
 """
 
 from __future__ import annotations
@@ -304,6 +307,23 @@ def _export_dir(path: Path) -> bool:
             "directories inside the run, never through a link; replace it with the directory itself"
         )
     return path.is_dir()
+
+
+def refuse_linked_folders(run_dir: Path) -> None:
+    """Check a run before it is read natively: no raw or export folder in it is a symbolic link.
+
+    :raises UsageError: naming the first link found (``mindstudio_profiler_output``, ``host``,
+        ``host/data``, ``device_N``, ``device_N/data`` or ``device_N/summary``)
+    """
+    _export_dir(run_dir / MERGED_DIR)
+    try:
+        names = sorted(os.listdir(run_dir))
+    except OSError:
+        return  # the raw reader says what is wrong with it
+    for name in names:
+        if (name == "host" or DEVICE_DIR_PATTERN.match(name)) and _export_dir(run_dir / name):
+            for sub in ("data", "summary"):
+                _export_dir(run_dir / name / sub)
 
 
 def device_of_directory(name: str) -> int | None:

@@ -35,7 +35,7 @@ from ._core import (
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
-from ._layout import find_summary_csvs
+from ._layout import find_summary_csvs, refuse_linked_folders
 from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
 from ._raw import Reader, raw_or_fallback, read_run
 from ._reader import RunTasks, gather, iter_file_batches, summary_csvs_or_error
@@ -56,6 +56,7 @@ def perform(step: Step) -> Any:
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
+        refuse_linked_folders(step.run_dir)
         return read_run(step.run_dir)
     if isinstance(step, Export):
         with exporting(step.run_dir):
@@ -171,6 +172,7 @@ class Profiler(ProfilerBase):
         wait_for_export(run_dir)
         files = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
+            refuse_linked_folders(run_dir)
             outcome = raw_declined_for_counters() if counters else read_run(run_dir)
             raw = raw_or_fallback(self.reader, outcome, run_dir)
             if raw is not None:

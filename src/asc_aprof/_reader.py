@@ -54,12 +54,14 @@ from typing import Final, NamedTuple
 
 import anyio
 import anyio.lowlevel
+import anyio.to_thread
 
 from ._columns import ColumnBatch, ColumnBuilder, Tables, TaskColumns
 from ._counters import CounterBuilder, TaskCounters
 from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs, task_time_beside
 from ._parser import TaskParser
+from ._raw import RawResult, read_run
 from ._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
 from ._records import ProfilingTask
 
@@ -518,29 +520,63 @@ async def aread_file_columns(
     return builder.build(run_id, _now())
 
 
+def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
+    """The columns of a run the raw reader read: what its exported CSVs give (no counters)."""
+    builder = ColumnBuilder()
+    builder.add_tasks(raw.profiling_tasks())
+    return builder.build(run_id, _now())
+
+
+def _files_or_raw(path: Path, counters: bool) -> list[CsvFile] | RawResult:
+    """The run's CSVs; without them (and *counters*, which the raw reader does not read) what the
+    raw reader reads.
+
+    :raises UsageError: neither (the raw reader's reason is named)
+    """
+    files = find_summary_csvs(path)
+    if files or counters:
+        return files or summary_csvs_or_error(path)
+    outcome = read_run(path)
+    if isinstance(outcome, RawResult):
+        return outcome
+    raise UsageError(
+        f"run {path.name} has no exported op_summary/task_time CSV in {path} and the raw reader "
+        f"declined it ({outcome}); call export() first"
+    )
+
+
 def read_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
-    """Every task of an exported run as :class:`~asc_aprof.TaskColumns`, without a task object.
+    """Every task of a run as :class:`~asc_aprof.TaskColumns`, without a task object.
 
     The fast way to a large run's statistics: ``kernel_stats(read_columns(run))`` reads what
     ``store_result`` reads (every device, level-0 types joined) into columns, in C when the
-    extension is built, and gives the same statistics.
+    extension is built, and gives the same statistics. A run not exported yet is read by the
+    raw reader when it accepts the run (the same columns its CSVs would give).
 
-    :param counters: also read the PMU counters (``TaskColumns.counters``)
-    :raises UsageError: when the run has no exported CSV (``export()`` it first)
+    :param counters: also read the PMU counters (``TaskCounters``; they come from exported CSVs
+        only, so a run not exported yet is refused)
+    :raises UsageError: when the run has no exported CSV and the raw reader declined it (or
+        *counters* were asked for): ``export()`` it first
     :raises ParseError: for a malformed CSV (file and line)
     """
     path = Path(run_dir)
-    return read_file_columns(summary_csvs_or_error(path), counters=counters, run_id=path.name)
+    source = _files_or_raw(path, counters)
+    if isinstance(source, RawResult):
+        return raw_columns(source, path.name)
+    return read_file_columns(source, counters=counters, run_id=path.name)
 
 
 async def aread_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
-    """:func:`read_columns` with anyio's file API: the event loop gets a checkpoint per 512 KiB.
+    """:func:`read_columns` with anyio's file API: the event loop gets a checkpoint per 512 KiB
+    (a run not exported yet is read by the raw reader in a worker thread).
 
     Cancelled: the file being read is closed and nothing is kept (no task, no column).
     """
     path = Path(run_dir)
-    files = summary_csvs_or_error(path)
-    return await aread_file_columns(files, counters=counters, run_id=path.name)
+    source = await anyio.to_thread.run_sync(_files_or_raw, path, counters, abandon_on_cancel=True)
+    if isinstance(source, RawResult):
+        return raw_columns(source, path.name)
+    return await aread_file_columns(source, counters=counters, run_id=path.name)
 
 
 def _now() -> datetime.datetime:

@@ -45,7 +45,7 @@ import datetime as _dt
 import json
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -53,9 +53,12 @@ from ._columns import NO_ID, ColumnBatch, ColumnBuilder, TaskColumns, counter_by
 from ._counters import TaskCounters
 from ._errors import UsageError
 from ._export import run_export
-from ._layout import RUN_PATTERN, find_summary_csvs, list_runs
-from ._reader import RunTasks, iter_file_batches, read_file_columns
+from ._layout import RUN_PATTERN, CsvFile, find_summary_csvs, list_runs
+from ._protocol import raw_declined_for_counters
+from ._raw import RawResult, Reader, raw_or_fallback, read_run
+from ._reader import RunTasks, iter_file_batches, raw_columns, read_file_columns
 from ._records import ProfilingResult, make_result
+from ._runguard import exporting
 from ._stats import KernelStats
 from ._toolkit import Toolkit
 
@@ -258,28 +261,58 @@ def load_json(path: Path) -> list[ProfilingResult]:
     return [c.result() for c in loaded.runs]
 
 
+def raw_read(run: Path, reader: Reader, *, counters: bool = False) -> RawResult | None:
+    """*run* (not exported) read by the raw reader, or None where ``msprof.py`` has to export it.
+
+    The raw reader does not read PMU counters: with *counters* it declines (``auto`` exports).
+
+    :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined the run
+    """
+    if reader is Reader.MSPROF:
+        return None
+    outcome = raw_declined_for_counters() if counters else read_run(run)
+    return raw_or_fallback(reader, outcome, run)
+
+
+def export_run(run: Path, toolkit: Callable[[], Toolkit] | None, timeout: float | None) -> list[CsvFile]:
+    """Export *run* with ``msprof.py`` (the toolkit is only looked for here, when needed).
+
+    :raises UsageError: no *toolkit* given (saying how to export the run)
+    """
+    if toolkit is None:
+        raise UsageError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
+    with exporting(run):
+        return run_export(toolkit(), run, timeout=timeout)
+
+
 def load_results(
     path: Path,
     *,
-    toolkit: Toolkit | None = None,
+    toolkit: Callable[[], Toolkit] | None = None,
     export_timeout: float | None = None,
     counters: bool = False,
+    reader: Reader | str = Reader.AUTO,
 ) -> list[ProfilingResult]:
     """Results from a JSON report or result file, a result directory or a ``PROF_*`` run.
 
-    Runs not exported yet are exported with *toolkit* (none given: refused, saying how to).
-    *counters*: read the runs' PMU counters too (a JSON file has them when it was written with
-    them).
+    A run not exported yet is read by the raw reader when it accepts the run (no toolkit
+    needed); else (or with ``reader="msprof"``, or *counters*, which the raw reader does not
+    read) it is exported with *toolkit*, called only then (none given: refused, saying how to).
+    *reader*: as ``Profiler(reader=...)``. *counters*: read the runs' PMU counters too (a JSON
+    file has them when it was written with them).
     """
     if path.is_file() and path.suffix == ".json":
         return load_json(path)
+    mode = Reader.of(reader)
     results = []
     for run in runs_of(path):
         files = find_summary_csvs(run)
         if not files:
-            if toolkit is None:
-                raise UsageError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
-            files = run_export(toolkit, run, timeout=export_timeout)
+            raw = raw_read(run, mode, counters=counters)
+            if raw is not None:
+                results.append(make_result(raw.profiling_tasks(), run.name))
+                continue
+            files = export_run(run, toolkit, export_timeout)
         gathered = RunTasks(counters)
         for batch in iter_file_batches(files, counters=counters):
             gathered.add(batch)
@@ -290,17 +323,24 @@ def load_results(
 def load_run_columns(
     path: Path,
     *,
-    toolkit: Toolkit | None = None,
+    toolkit: Callable[[], Toolkit] | None = None,
     export_timeout: float | None = None,
     counters: bool = False,
+    reader: Reader | str = Reader.AUTO,
 ) -> list[TaskColumns]:
-    """The runs of a result directory or ``PROF_*`` run as columns (see :func:`load_results`)."""
+    """The runs of a result directory or ``PROF_*`` run as columns (see :func:`load_results`).
+
+    A run the raw reader reads becomes columns of its tasks, equal to what its CSVs would give.
+    """
+    mode = Reader.of(reader)
     out = []
     for run in runs_of(path):
         files = find_summary_csvs(run)
         if not files:
-            if toolkit is None:
-                raise UsageError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
-            files = run_export(toolkit, run, timeout=export_timeout)
+            raw = raw_read(run, mode, counters=counters)
+            if raw is not None:
+                out.append(raw_columns(raw, run.name))
+                continue
+            files = export_run(run, toolkit, export_timeout)
         out.append(read_file_columns(files, counters=counters, run_id=run.name))
     return out

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._counters import counter_indexes
 from ._errors import UsageError
 from ._layout import RUN_PATTERN
+from ._raw import RawResult
 from ._reader import cell_ns, iter_timed_file_tasks, start_unit_ns, summary_csvs_or_error
 from ._records import ProfilingTask
 
@@ -176,6 +177,17 @@ def read_timeline(
             append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values)))
     run_id = path.resolve().name
     return Timeline(run_id, tuple(timed), _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
+
+
+def raw_timeline(
+    run: str | os.PathLike[str], raw: RawResult, *, case: str | Mapping[int | None, object] | None = None
+) -> Timeline:
+    """The timeline of a run the raw reader read (*raw*): what :func:`read_timeline` reads from
+    its CSVs once exported (the same tasks, starts and streams), without counters, which the raw
+    reader does not read."""
+    timed = tuple(_new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, None)) for t in raw.tasks)
+    run_id = Path(run).resolve().name
+    return Timeline(run_id, timed, _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
 
 
 def sweep_timelines(

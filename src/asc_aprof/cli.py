@@ -27,7 +27,8 @@ from ._columns import TaskColumns
 from ._discovery import discover_toolkit
 from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
-from ._layout import MERGED_DIR, find_summary_csvs
+from ._layout import MERGED_DIR
+from ._raw import Reader
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
 from ._report import (
     JsonRuns,
@@ -282,10 +283,13 @@ def load_columns(
                 f"{path}: this JSON has no PMU counters (write it with `asc-aprof summary --metrics --json`)"
             )
         return list(loaded.runs)
-    runs = runs_of(path)
-    needs_export = any(not find_summary_csvs(run) for run in runs)
-    toolkit = _toolkit_for(args) if needs_export else None
-    return load_run_columns(path, toolkit=toolkit, export_timeout=args.timeout, counters=counters)
+    return load_run_columns(
+        path,
+        toolkit=lambda: _toolkit_for(args),
+        export_timeout=args.timeout,
+        counters=counters,
+        reader=args.reader,
+    )
 
 
 def compared_columns(path: Path, args: argparse.Namespace, counters: bool) -> list[TaskColumns]:
@@ -652,6 +656,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
             toolkit=lambda: _toolkit_for(args),
             timeout=args.timeout,
             counters=not args.no_counters,
+            reader=args.reader,
         )
     ]
     out = write_trace(timelines, args.output)
@@ -674,7 +679,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     several = len(specs) > 1
     groups = []
     for spec in specs:
-        loaded = load_report_input(spec, toolkit=lambda: _toolkit_for(args), timeout=args.timeout)
+        loaded = load_report_input(
+            spec, toolkit=lambda: _toolkit_for(args), timeout=args.timeout, reader=args.reader
+        )
         label = loaded.label or (spec.path.name if several else None)
         sources: list[ProfilingResult | Timeline] = [*loaded.results, *loaded.timelines]
         groups.append((label, slices_of(label, sources, skip=args.skip, cases=loaded.cases)))
@@ -757,6 +764,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+READ_RULE: Final = (
+    "A run not exported yet is read natively by the raw reader when it accepts the run (no toolkit\n"
+    "needed); only when it declines is the run exported first with msprof.py (that needs a toolkit:\n"
+    "--simulate picks the simulated one). {counters} reads PMU counters, which only the exported\n"
+    "CSVs hold, so it exports first. --reader chooses (auto, raw, msprof), as Profiler(reader=...)."
+)
+
+
 # -- parser ------------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -768,11 +783,23 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     fmt_cls = argparse.RawDescriptionHelpFormatter
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser, *, reads: bool = True) -> None:
         p.add_argument("--simulate", action="store_true", help="use the simulated CANN toolkit")
         p.add_argument(
             "--timeout", type=float, default=1800.0, help="export timeout in seconds (default 1800)"
         )
+        if reads:
+            p.add_argument(
+                "--reader",
+                choices=[r.value for r in Reader],
+                default=Reader.AUTO.value,
+                help=(
+                    "how a run not exported yet is read (as Profiler(reader=...)): auto (default) reads "
+                    "it natively when the raw reader accepts it, else exports it with msprof.py (that "
+                    "needs a toolkit); raw: natively only; msprof: always export. PMU counters come "
+                    "from exported CSVs only"
+                ),
+            )
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     demo = sub.add_parser(
@@ -791,6 +818,7 @@ def build_parser() -> argparse.ArgumentParser:
         "summary",
         help="per-kernel table of one or more runs",
         formatter_class=fmt_cls,
+        description=READ_RULE.format(counters="--metrics"),
         epilog=(
             "examples:\n  asc-aprof summary ./prof_out\n"
             "  asc-aprof summary ./prof_out/PROF_000001_... --name add_custom --skip 1 --json\n"
@@ -841,13 +869,14 @@ def build_parser() -> argparse.ArgumentParser:
             "msprof_<time>.json, a Chrome trace that https://ui.perfetto.dev or chrome://tracing opens"
         ),
     )
-    common(export)
+    common(export, reads=False)
     export.set_defaults(func=cmd_export)
 
     compare = sub.add_parser(
         "compare",
         help="median change per kernel between two runs, with a bootstrap interval",
         formatter_class=fmt_cls,
+        description=READ_RULE.format(counters="--metric"),
         epilog=(
             "examples:\n  asc-aprof compare base.json new.json --threshold 5 --fail-on-regression\n"
             "  asc-aprof compare ./base_run ./new_run --metric aiv_mte2_ratio"

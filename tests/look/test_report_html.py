@@ -215,7 +215,7 @@ def test_missing_plotly_says_how_to_install(tmp_path: Path, monkeypatch: pytest.
 async def test_cli_report_compares_two_inputs(
     toolkit: Toolkit, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    profiler = AsyncProfiler(tmp_path / "runs", toolkit=toolkit)
+    profiler = AsyncProfiler(tmp_path / "runs", toolkit=toolkit, reader="msprof")  # reports read CSVs
     for scale in (1.0, 1.5):
         async with profiler.profile(cleanup=False):
             for i in range(40):
@@ -299,7 +299,7 @@ def test_plugin_report_without_results(pytester: pytest.Pytester) -> None:
 def test_read_timeline_report_of_a_labelled_run(toolkit: Toolkit, tmp_path: Path) -> None:
     from asc_aprof import Profiler
 
-    profiler = Profiler(tmp_path / "runs", toolkit=toolkit)
+    profiler = Profiler(tmp_path / "runs", toolkit=toolkit, reader="msprof")  # timelines read CSVs
     with profiler.profile(cleanup=False) as run:
         sim.launch("k", count=5)
     assert run.run_dir is not None

@@ -51,7 +51,7 @@ def csv_starts(path: Path) -> list[tuple[str, int, int]]:
 
 
 def profile_some(toolkit: Toolkit, result_dir: Path, **kwargs: object) -> Path:
-    profiler = Profiler(result_dir, toolkit=toolkit)
+    profiler = Profiler(result_dir, toolkit=toolkit, reader="msprof")  # timelines read CSVs
     with profiler.profile(cleanup=False, **kwargs) as run:  # type: ignore[arg-type]
         sim.launch("add_kernel", task_type="AI_VECTOR_CORE", duration_us=8.125, count=4)
         sim.launch("mm_kernel", task_type="MIX_AIC", duration_us=40.0, count=3)
@@ -199,7 +199,7 @@ async def test_sweep_timelines_label_each_device_with_its_case(toolkit: Toolkit,
     def run(case: int, device: int) -> None:
         sim.launch(f"k{case}", device=device, duration_us=5.0 + case, count=2)
 
-    profiler = AsyncProfiler(result_dir, toolkit=toolkit)
+    profiler = AsyncProfiler(result_dir, toolkit=toolkit, reader="msprof")  # timelines read CSVs
     items = []
     async with profiler.sweep(range(6), run, devices=[0, 1, 2]) as stream:
         async for item in stream:

@@ -46,7 +46,7 @@ def run_case(case: int, device: int) -> None:
 
 
 async def four_device_sweep(toolkit: Toolkit, root: Path, cases: int = 8) -> list[SweepItem[int]]:
-    profiler = AsyncProfiler(root, toolkit=toolkit)
+    profiler = AsyncProfiler(root, toolkit=toolkit, reader="msprof")  # traces read exported CSVs
     items: list[SweepItem[int]] = []
     async with profiler.sweep(range(cases), run_case, devices=[0, 1, 2, 3]) as stream:
         async for item in stream:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, UsageError
+from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, UsageError, sim
 from asc_aprof._progress import ProgressEvent
 from asc_aprof._raw import Declined, DeclineReason, RawReadDeclined, RawResult, read_run, read_run_async
 
@@ -267,15 +267,46 @@ def test_profile_reads_the_stopped_run_natively(
     assert run.run_dir is not None and not (run.run_dir / "mindstudio_profiler_output").exists()
 
 
-def test_profile_falls_back_to_msprof_where_the_raw_reader_declines(toolkit: Toolkit, tmp_path: Path) -> None:
+def add_unknown_file_on_stop(result_path: Path, events: list[str]) -> Callable[[ProgressEvent], None]:
+    """A progress callback that adds a raw file the reader has no model of to the stopped run."""
+
+    def on_event(event: ProgressEvent) -> None:
+        events.append(event.kind)
+        if event.kind == "collection_stopped" and event.run_id is not None:
+            add_unknown_raw_file(result_path / event.run_id)
+
+    return on_event
+
+
+def test_profile_reads_simulated_runs_natively(toolkit: Toolkit, tmp_path: Path) -> None:
     events: list[str] = []
     profiler = Profiler(tmp_path / "runs", toolkit=toolkit, progress=lambda e: events.append(e.kind))
     with profiler.profile(device_id=0) as run:
-        pass  # the simulator writes its own raw files, which the raw reader does not know
+        assert sim.launch("k", count=3) == 3  # the simulator writes CANN's raw formats
+    assert run.result is not None and [t.name for t in run.result.tasks] == ["k"] * 3
+    assert "export_started" not in events
+
+
+def test_profile_falls_back_to_msprof_where_the_raw_reader_declines(
+    toolkit: Toolkit, real_toolkit: Toolkit, tmp_path: Path
+) -> None:
+    # The simulated msprof.py is built on the raw reader and refuses what it declines; the real
+    # one ignores the unknown file and exports the simulated run.
+    events: list[str] = []
+    progress = add_unknown_file_on_stop(tmp_path / "runs", events)
+    profiler = Profiler(tmp_path / "runs", toolkit=real_toolkit, progress=progress, export_timeout=300)
+    with profiler.profile(device_id=0) as run:
+        assert sim.launch("k", count=2) == 2
     assert run.result is not None and "export_started" in events
+    assert [t.name for t in run.result.tasks] == ["k"] * 2  # the real msprof.py's CSVs
     with (
         pytest.raises(RawReadDeclined, match="raw reader declined"),
-        Profiler(tmp_path / "runs2", toolkit=toolkit, reader="raw").profile(device_id=0),
+        Profiler(
+            tmp_path / "runs2",
+            toolkit=toolkit,
+            reader="raw",
+            progress=add_unknown_file_on_stop(tmp_path / "runs2", []),
+        ).profile(device_id=0),
     ):
         pass
 

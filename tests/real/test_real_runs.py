@@ -240,13 +240,21 @@ def test_cli_summary_exports_a_run_nobody_exported_yet(
     result_path, run_id = copy_run("910b_l0_add_ascendc", tmp_path)
     assert not (result_path / run_id / "mindstudio_profiler_output").exists()
     monkeypatch.setenv("ASCEND_HOME_PATH", str(real_root))
-    out = io.StringIO()
-    with redirect_stdout(out):
-        assert cli_main(["summary", str(result_path / run_id), "--json"]) == 0
-    report = json.loads(out.getvalue())
-    kernels = {(k["device"], k["name"]): k for k in report["kernels"]}
+
+    def summary(*extra: str) -> dict[tuple[int, str], dict[str, object]]:
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert cli_main(["summary", str(result_path / run_id), "--json", *extra]) == 0
+        return {(k["device"], k["name"]): k for k in json.loads(out.getvalue())["kernels"]}
+
+    # the default reads the raw data natively: no toolkit used, nothing exported
+    native = summary()
+    assert not (result_path / run_id / "mindstudio_profiler_output").exists()
+    # --reader msprof exports it with the real msprof.py found through ASCEND_HOME_PATH
+    kernels = summary("--reader", "msprof")
     add = kernels[(0, "add_kernel")]
     assert add["type"] == "KERNEL_AIVEC" and add["count"] == 700
     expected = expected_tasks(output_of(result_path, run_id))
     assert add["median_us"] == float(numpy.round(numpy.median([t.duration for t in expected]), 3))
+    assert native == kernels  # the native read gives the export's statistics
     shutil.rmtree(tmp_path / "910b_l0_add_ascendc")

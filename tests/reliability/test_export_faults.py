@@ -115,7 +115,10 @@ def check_kept_and_retry_sync(run: ProfileRun, failing: Profiler) -> None:
 @pytest.mark.parametrize("fault", FAULTS)
 def test_sync_export_fault(simctl: SimControl, tmp_path: Path, fault: str) -> None:
     toolkit = failing_toolkit(fault, tmp_path)
-    profiler = Profiler(toolkit=toolkit, export_timeout=HANG_TIMEOUT if fault == "hang" else 60)
+    # reader="msprof": the export path is under test (simulated runs are otherwise read natively)
+    profiler = Profiler(
+        toolkit=toolkit, reader="msprof", export_timeout=HANG_TIMEOUT if fault == "hang" else 60
+    )
     with pytest.raises((ExportError, ParseError)) as info, profiler.profile() as run:
         sim.launch("k", count=LAUNCHED)
     assert run.run_dir is not None and run.run_dir.parent == default_result_root()
@@ -129,7 +132,9 @@ def test_sync_export_fault(simctl: SimControl, tmp_path: Path, fault: str) -> No
 @pytest.mark.parametrize("fault", FAULTS)
 async def test_async_export_fault(simctl: SimControl, tmp_path: Path, fault: str) -> None:
     toolkit = failing_toolkit(fault, tmp_path)
-    profiler = AsyncProfiler(toolkit=toolkit, export_timeout=HANG_TIMEOUT if fault == "hang" else 60)
+    profiler = AsyncProfiler(
+        toolkit=toolkit, reader="msprof", export_timeout=HANG_TIMEOUT if fault == "hang" else 60
+    )
     with pytest.raises((ExportError, ParseError)) as info:
         async with profiler.profile() as run:
             sim.launch("k", count=LAUNCHED)
@@ -173,7 +178,7 @@ async def test_async_export_fault_in_a_shared_window(simctl: SimControl) -> None
     """Four callers in one window share one failing export: each gets the error, one process ran."""
     simctl.set_latency(init=0.1)
     toolkit = sim.toolkit(export_fault="exit:5")
-    profiler = AsyncProfiler(toolkit=toolkit)
+    profiler = AsyncProfiler(toolkit=toolkit, reader="msprof")
     errors: dict[int, BaseException] = {}
     runs: dict[int, ProfileRun] = {}
 

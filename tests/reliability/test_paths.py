@@ -130,9 +130,10 @@ def linked_export(
     """
     toolkit = sim.toolkit(layout="new" if request.param == "new" else "old")
     root, outside = tmp_path / "runs", tmp_path / "outside"
-    with Profiler(root, toolkit=toolkit).profile() as run:
+    # reader="msprof": both runs exported (a simulated run is otherwise read natively, with no export)
+    with Profiler(root, toolkit=toolkit, reader="msprof").profile() as run:
         sim.launch("inside")
-    with Profiler(outside, toolkit=toolkit).profile() as foreign:
+    with Profiler(outside, toolkit=toolkit, reader="msprof").profile() as foreign:
         sim.launch("outside")
     assert run.run_dir is not None and run.run_id is not None and foreign.run_dir is not None
     relative = {
@@ -167,19 +168,44 @@ async def test_async_a_symlinked_export_folder_is_refused(
             pass
 
 
+@pytest.mark.parametrize("reader", ["auto", "msprof"])
 def test_an_export_folder_planted_as_a_symlink_during_the_run_is_refused(
-    toolkit: Toolkit, tmp_path: Path, simctl: SimControl
+    toolkit: Toolkit, tmp_path: Path, simctl: SimControl, reader: str
 ) -> None:
-    """msprof.py writes through the link; its CSVs out of the run are not read."""
+    """msprof: it writes through the link, its CSVs out of the run are not read; auto: the run is
+    read natively, and refused before (a later export would write through the link)."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    profiler = Profiler(tmp_path / "runs", toolkit=toolkit)
+    profiler = Profiler(tmp_path / "runs", toolkit=toolkit, reader=reader)
     with pytest.raises(UsageError, match="symbolic link"), profiler.profile() as run:
         sim.launch("k")
         assert run.run_dir is not None
         (run.run_dir / "mindstudio_profiler_output").symlink_to(elsewhere)
     assert profiler.last_result is None
     assert_nothing_left(simctl)
+
+
+@pytest.mark.parametrize("reader", ["auto", "raw"])
+@pytest.mark.parametrize("folder", ["device_0", "device_0/data", "host", "host/data"])
+async def test_a_symlinked_raw_folder_is_refused_by_the_native_read(
+    tmp_path: Path, simctl: SimControl, folder: str, reader: str
+) -> None:
+    """A run never exported, one of whose raw folders leads to another run's: not read through."""
+    toolkit = sim.toolkit()
+    root, outside = tmp_path / "runs", tmp_path / "outside"
+    with Profiler(root, toolkit=toolkit).profile(cleanup=False) as run:
+        sim.launch("inside")
+    with Profiler(outside, toolkit=toolkit).profile(cleanup=False) as foreign:
+        sim.launch("outside")
+    assert run.run_dir is not None and run.run_id is not None and foreign.run_dir is not None
+    link = run.run_dir / folder
+    shutil.rmtree(link)
+    link.symlink_to(foreign.run_dir / folder)  # readable: following it would give "outside"
+    with pytest.raises(UsageError, match=re.escape(str(link)) + ".*symbolic link"):
+        Profiler(root, toolkit=toolkit, reader=reader).store_result(run.run_id)
+    with pytest.raises(UsageError, match=re.escape(str(link))):
+        await AsyncProfiler(root, toolkit=toolkit, reader=reader).store_result(run.run_id)
+    assert not (run.run_dir / "mindstudio_profiler_output").exists()  # nothing exported through it
 
 
 # -- cleanup -------------------------------------------------------------------------------------

@@ -139,7 +139,7 @@ def test_keyboard_interrupt_during_the_export_kills_its_process_group(
     assert threading.current_thread() is threading.main_thread()
     result_path = tmp_path / "runs"
     toolkit = sim.toolkit(**toolkit_kwargs)  # type: ignore[arg-type]
-    profiler = Profiler(result_path, toolkit=toolkit, export_timeout=60)
+    profiler = Profiler(result_path, toolkit=toolkit, reader="msprof", export_timeout=60)  # export path
     seen: dict[str, object] = {}
     run_dir: Path | None = None
     fds_before = fd_targets()
@@ -181,12 +181,12 @@ VICTIM = textwrap.dedent(
 
     toolkit = sim.toolkit(export_fault="hang")  # msprof.py hangs, with a helper in its group
     if sys.argv[1] == "sync":
-        with Profiler(toolkit=toolkit, export_timeout=600).profile():
+        with Profiler(toolkit=toolkit, reader="msprof", export_timeout=600).profile():
             sim.launch("k")
     else:
 
         async def main():
-            async with AsyncProfiler(toolkit=toolkit, export_timeout=600).profile():
+            async with AsyncProfiler(toolkit=toolkit, reader="msprof", export_timeout=600).profile():
                 sim.launch("k")
 
         anyio.run(main, backend=sys.argv[1])

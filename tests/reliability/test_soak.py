@@ -9,7 +9,8 @@ same on every run (the interleaving is up to the scheduler). A cycle is one of:
   body, during the stop or the export);
 * one with an aclprof fault injected first (any function the library calls, any code); the fault
   is process-wide, so it hits whichever window calls that function next: any caller may see it;
-* one through a toolkit whose export fails (``exit:3``).
+* one through a toolkit whose export fails (``exit:3``), with ``reader="msprof"`` so that it
+  exports (the plain cycles read their runs natively, the default for simulated runs).
 
 Afterwards, with the whole run bounded by ``fail_after`` (a deadlock fails, it does not hang):
 the toolkit has no running device, no live config and is not initialised; no child process or
@@ -154,7 +155,8 @@ async def test_soak_8_devices_x_200_cycles(
     assert child_pids() == []
 
     profiler = AsyncProfiler(toolkit=toolkit)
-    failing = AsyncProfiler(toolkit=sim.toolkit(export_fault="exit:3"))
+    # reader="msprof": a simulated run is otherwise read natively, and its export never runs
+    failing = AsyncProfiler(toolkit=sim.toolkit(export_fault="exit:3"), reader="msprof")
     tally = Tally()
     with anyio.fail_after(DEADLINE):
         async with anyio.create_task_group() as tg:
@@ -165,6 +167,7 @@ async def test_soak_8_devices_x_200_cycles(
     total = tally.ok + tally.cancelled + tally.acl_errors + tally.export_errors
     assert total == DEVICES * CYCLES_PER_TASK
     assert tally.incomplete == [], "a successful run lost tasks"
+    assert tally.ok > 0 and tally.export_errors > 0, tally  # both paths were exercised
 
     # Every check below is collected, so one run reports all that is wrong.
     problems: list[str] = []

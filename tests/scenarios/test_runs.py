@@ -95,6 +95,7 @@ async def test_task_time_fallback_is_logged(
     async with profiler.profile(cleanup=False) as run:
         sim.launch("k", count=2)
     assert run.run_id is not None
+    await profiler.export(run.run_id)  # profile() read the raw data: no CSV until exported
     for csv_file in (result_dir / run.run_id).rglob("op_summary_*.csv"):
         csv_file.unlink()
     with caplog.at_level("WARNING", logger="asc_aprof"):
@@ -124,7 +125,8 @@ async def test_long_campaign_forgets_finished_windows(
 async def test_export_error_keeps_raw_data_and_retry_succeeds(
     driver: Driver, simctl: SimControl, result_dir: Path
 ) -> None:
-    failing = driver.profiler(result_dir, toolkit=sim.toolkit(export_fault="exit:3"))
+    # reader="msprof": the simulated runs would be read natively, never exported.
+    failing = driver.profiler(result_dir, toolkit=sim.toolkit(export_fault="exit:3"), reader="msprof")
     with pytest.raises(ExportError) as info:
         async with failing.profile() as run:
             sim.launch("k", count=2)
@@ -139,7 +141,7 @@ async def test_export_error_keeps_raw_data_and_retry_succeeds(
 
 @scenario
 async def test_no_csv_is_an_explained_error(driver: Driver, simctl: SimControl) -> None:
-    profiler = driver.profiler(toolkit=sim.toolkit(export_fault="nocsv"))
+    profiler = driver.profiler(toolkit=sim.toolkit(export_fault="nocsv"), reader="msprof")
     with pytest.raises(ExportError, match="exits 0 when it exported nothing"):
         async with profiler.profile():
             sim.launch("k")
@@ -147,7 +149,7 @@ async def test_no_csv_is_an_explained_error(driver: Driver, simctl: SimControl) 
 
 @scenario
 async def test_export_timeout_is_an_export_error(driver: Driver, simctl: SimControl) -> None:
-    profiler = driver.profiler(toolkit=sim.toolkit(export_fault="hang"), export_timeout=1.0)
+    profiler = driver.profiler(toolkit=sim.toolkit(export_fault="hang"), export_timeout=1.0, reader="msprof")
     with pytest.raises(ExportError, match="did not finish within 1 s") as info:
         async with profiler.profile():
             sim.launch("k")

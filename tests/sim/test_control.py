@@ -113,7 +113,7 @@ def test_control_shares_state_with_the_raw_library(acl: Acl, tmp_path: Path) -> 
     control.reset()
     assert not control.initialized() and control.live_configs() == 0 and control.running_devices() == []
     (prof,) = prof_dirs(tmp_path)
-    assert (prof / "device_3" / "data" / "aprofsim_tasks.data").is_file()  # reset flushed the run
+    assert (prof / "device_3" / "data" / "stars_soc.data.3.slice_0").is_file()  # reset flushed the run
 
 
 def test_control_rejects_bad_values() -> None:
@@ -228,5 +228,12 @@ def test_million_kernels_are_recorded(acl: Acl, tmp_path: Path) -> None:
     assert sim.launch("bulk", duration_us=1.0, count=1_000_000) == 1_000_000
     assert acl.stop(cfg) == 0
     (prof,) = prof_dirs(tmp_path)
-    names = (prof / "host" / "data" / "aprofsim_names.data").read_text().splitlines()
-    assert names[1].split("\t")[:6] == ["0", "2", "0", "1000000", "AI_CORE", "bulk"]
+    # A start and an end stars_soc record per task, one launch and one runtime task per kernel
+    # (task ids past 65535 continue on the next stream), one name.
+    soc = prof / "device_0" / "data" / "stars_soc.data.0.slice_0"
+    assert soc.stat().st_size == 64 * 2 * (1_000_000 + 3)
+    assert (prof / "host" / "data" / "aging.api_event.data.slice_0").stat().st_size == 40 * 1_000_000
+    track = prof / "host" / "data" / "aging.compact.task_track.slice_0"
+    assert track.stat().st_size == 64 * (1_000_000 + 3)
+    names = (prof / "host" / "data" / "unaging.additional.hash_dic.slice_0").read_text().splitlines()
+    assert [line.split(":", 1)[1] for line in names] == ["bulk"]

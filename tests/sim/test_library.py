@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
+from asc_aprof._raw import RawResult, read_run
 
 from ._support import (
     AICORE_METRICS,
@@ -93,8 +94,9 @@ def test_finalize_stops_running_devices_but_keeps_configs(acl: Acl, tmp_path: Pa
     assert sim.control().running_devices() == []
     assert sim.control().live_configs() == 1
     (prof,) = prof_dirs(tmp_path)
-    lines = (prof / "device_1" / "data" / "aprofsim_tasks.data").read_text().splitlines()
-    assert [line.split()[-1] for line in lines[1:]].count("AI_CORE") == 4
+    outcome = read_run(prof)
+    assert isinstance(outcome, RawResult), outcome
+    assert [(t.device, t.name, t.type) for t in outcome.tasks] == [(1, "k", "AI_CORE")] * 4
     assert acl.destroy(cfg) == 0
 
 
@@ -233,10 +235,20 @@ def test_prof_dir_layout(acl: Acl, tmp_path: Path) -> None:
     assert all(m.group(3) == f"{os.getpid():08d}" for m in matches if m)
     prof = prof_dirs(tmp_path)[-1]
     assert sorted(p.name for p in prof.iterdir()) == ["device_0", "device_2", "host"]
-    for name in ("info.json", "start_info", "end_info", "data/aprofsim_names.data"):
+    host_files = ("info.json", "sample.json", "start_info", "end_info", "host_start.log")
+    host_data = ("api_event.data", "compact.node_basic_info", "compact.task_track")
+    for name in (*host_files, *(f"data/aging.{kind}.slice_0" for kind in host_data)):
         assert (prof / "host" / name).is_file(), name
         assert (prof / "host" / f"{name}.done").is_file(), name
-    for name in ("info.json.2", "start_info.2", "end_info.2", "sample.json", "data/aprofsim_tasks.data"):
+    device_files = (
+        "info.json.2",
+        "start_info.2",
+        "end_info.2",
+        "sample.json",
+        "dev_start.log.2",
+        "host_start.log.2",
+    )
+    for name in (*device_files, "data/stars_soc.data.2.slice_0"):
         assert (prof / "device_2" / name).is_file(), name
     for path in [prof, *prof.rglob("*")]:
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -275,11 +287,11 @@ def test_overlap_85_second_dir_has_no_host_and_loses_names(acl: Acl, tmp_path: P
     assert export(tmp_path).returncode == 0
     (op_a,) = outputs(prof_a, "op_summary_*.csv")
     assert [r["Op Name"] for r in read_rows(op_a)] == ["early", "early"]
-    (op_b,) = outputs(prof_b, "op_summary_*.csv")
-    rows_b = read_rows(op_b)
-    assert len(rows_b) == 5
-    assert {r["Op Name"] for r in rows_b} == {"N/A"} and {r["OP Type"] for r in rows_b} == {"N/A"}
-    assert {r["Task Type"] for r in rows_b} == {"AI_CORE"}
+    # No host data: as the real exporter, task_time only, kernels named N/A with their SQE type.
+    assert outputs(prof_b, "op_summary_*.csv") == []
+    (task_b,) = outputs(prof_b, "task_time_*.csv")
+    rows_b = [r for r in read_rows(task_b) if r["kernel_type"] == "AI_CORE"]
+    assert len(rows_b) == 5 and {r["kernel_name"] for r in rows_b} == {"N/A"}
 
 
 def test_overlap_85_host_cut_by_first_stop(acl: Acl, tmp_path: Path) -> None:
@@ -291,8 +303,11 @@ def test_overlap_85_host_cut_by_first_stop(acl: Acl, tmp_path: Path) -> None:
     assert sim.launch("after_cut", device=0) == 1
     assert acl.stop(a) == 0
     assert export(prof_dirs(tmp_path)[0]).returncode == 0
-    (op_a,) = outputs(prof_dirs(tmp_path)[0], "op_summary_*.csv")
-    assert [r["Op Name"] for r in read_rows(op_a)] == ["N/A"]
+    # The kernel's name never reached the host: no op_summary row (as the real exporter), and
+    # task_time lists it unnamed with its SQE type.
+    assert outputs(prof_dirs(tmp_path)[0], "op_summary_*.csv") == []
+    (task_a,) = outputs(prof_dirs(tmp_path)[0], "task_time_*.csv")
+    assert [r["kernel_name"] for r in read_rows(task_a) if r["kernel_type"] == "AI_CORE"] == ["N/A"]
 
 
 def test_overlap_85_different_types_stop_fails_until_finalize(acl: Acl, tmp_path: Path) -> None:

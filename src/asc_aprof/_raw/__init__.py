@@ -21,14 +21,16 @@ which kernel a runtime task belongs to), :mod:`._run` (files to read, device tas
 the CSV order), all sans-IO; :mod:`._driver` lists and reads the files.
 """
 
-from ._driver import raw_or_fallback, read_run, read_run_async
-from ._run import RunPlan, decode_run, dirs_to_list
+from ._driver import raw_or_fallback, read_export_rows, read_run, read_run_async
+from ._run import DeviceRows, ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, RawTask, Reader
 
 __all__ = [
     "DeclineReason",
     "Declined",
     "DeclinedError",
+    "DeviceRows",
+    "ExportRows",
     "RawReadDeclined",
     "RawResult",
     "RawTask",
@@ -36,7 +38,9 @@ __all__ = [
     "RunPlan",
     "decode_run",
     "dirs_to_list",
+    "export_rows",
     "raw_or_fallback",
+    "read_export_rows",
     "read_run",
     "read_run_async",
 ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from ._run import RunPlan, decode_run, dirs_to_list
+from ._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
 logger = logging.getLogger("asc_aprof")
@@ -30,6 +30,19 @@ def _listing(run_dir: Path) -> dict[str, list[str]]:
     return listing
 
 
+def _files(path: Path) -> tuple[RunPlan, dict[str, bytes]]:
+    plan = RunPlan.from_listing(_listing(path))
+    files: dict[str, bytes] = {}
+    for rel in plan.wanted:
+        try:
+            # O_NOFOLLOW: a raw file that is a link (it may lead out of the run) is not read.
+            with open(os.open(path / rel, os.O_RDONLY | os.O_NOFOLLOW), "rb") as stream:
+                files[rel] = stream.read()
+        except OSError as exc:
+            raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
+    return plan, files
+
+
 def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -> RawResult | Declined:
     """Read run *run_dir* natively, or say why not (blocking; milliseconds for thousands of tasks).
 
@@ -37,20 +50,21 @@ def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -
     """
     path = Path(run_dir)
     try:
-        plan = RunPlan.from_listing(_listing(path))
-        files: dict[str, bytes] = {}
-        for rel in plan.wanted:
-            try:
-                with open(path / rel, "rb") as stream:
-                    files[rel] = stream.read()
-            except OSError as exc:
-                raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
-        return decode_run(plan, files, with_task_time=with_task_time)
+        return decode_run(*_files(path), with_task_time=with_task_time)
     except DeclinedError as exc:
         return exc.declined
     except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
         logger.warning("raw reader failed on %s", path, exc_info=True)
         return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
+
+
+def read_export_rows(run_dir: str | os.PathLike[str]) -> ExportRows | Declined:
+    """The rows ``msprof.py export summary`` would write for run *run_dir* (for a CSV writer), or
+    why not. Unlike :func:`read_run`, a bug raises: the caller has no other way to read the run."""
+    try:
+        return export_rows(*_files(Path(run_dir)))
+    except DeclinedError as exc:
+        return exc.declined
 
 
 async def read_run_async(run_dir: str | os.PathLike[str]) -> RawResult | Declined:

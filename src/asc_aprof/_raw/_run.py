@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._parser import CONTROL_TYPES
+from .._records import CONTROL_TASK_TYPES
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
@@ -103,12 +104,12 @@ def _slice_key(name: str) -> int:
 def dirs_to_list(root_entries: Iterable[str]) -> list[str]:
     """The directories (relative to the run) whose listing :class:`RunPlan` needs."""
     names = set(root_entries)
-    if "host" not in names:
-        raise DeclinedError(DeclineReason.NOT_A_RUN, "no host/ folder")
     devices = sorted(n for n in names if DEVICE_DIR.match(n))
     if not devices:
         raise DeclinedError(DeclineReason.NOT_A_RUN, "no device_N/ folder")
-    return ["host", "host/data", *(p for n in devices for p in (n, f"{n}/data"))]
+    # Without host/ (a collection that overlapped another's) the exporter writes task_time only.
+    host = ["host", "host/data"] if "host" in names else []
+    return [*host, *(p for n in devices for p in (n, f"{n}/data"))]
 
 
 def _conf(entries: Sequence[str], pattern: str, where: str, *, required: bool = True) -> str | None:
@@ -143,14 +144,15 @@ class DevicePlan:
 class RunPlan:
     """The files of a run to read, classified (built from listings; never opens a file)."""
 
-    host_info: str
-    host_sample: str
+    host_info: str | None  # None: the run has no host/ folder
+    host_sample: str | None
     host_data: Mapping[str, tuple[str, ...]]
     devices: tuple[DevicePlan, ...]
 
     @property
     def wanted(self) -> list[str]:
-        paths = [self.host_info, self.host_sample, *(p for ps in self.host_data.values() for p in ps)]
+        paths = [p for p in (self.host_info, self.host_sample) if p is not None]
+        paths += [p for ps in self.host_data.values() for p in ps]
         for dev in self.devices:
             paths += [dev.info, dev.sample, dev.start_info, dev.dev_start, dev.host_start]
             # ffts_profile (PMU counters) is known but not read: no task field comes from it.
@@ -160,10 +162,10 @@ class RunPlan:
     @classmethod
     def from_listing(cls, listing: Mapping[str, Sequence[str]]) -> RunPlan:
         """*listing*: the names in each directory :func:`dirs_to_list` asked for."""
+        has_host = "host" in listing
         host = listing.get("host", [])
-        host_info = _conf(host, r"^info\.json$", "host")
-        host_sample = _conf(host, r"^sample\.json$", "host")
-        assert host_info is not None and host_sample is not None
+        host_info = _conf(host, r"^info\.json$", "host") if has_host else None
+        host_sample = _conf(host, r"^sample\.json$", "host") if has_host else None
         host_data: dict[str, list[str]] = {}
         for name in listing.get("host/data", []):
             if _is_marker(name):
@@ -173,7 +175,7 @@ class RunPlan:
                 raise DeclinedError(DeclineReason.UNKNOWN_FILE, f"host/data/{name}")
             host_data.setdefault(kind, []).append(name)
         for required in ("task_track", "type_info_dic", "hash_dic", "api_event"):
-            if required not in host_data:
+            if has_host and required not in host_data:
                 raise DeclinedError(DeclineReason.MISSING_FILE, f"host/data has no {required} file")
         ordered: dict[str, tuple[str, ...]] = {}
         for kind, names in host_data.items():
@@ -340,6 +342,8 @@ class _DeviceTask(NamedTuple):
 
 
 _PLACE_HOLDER_SQE: Final = 3
+#: op_summary's type of every row of a run in which no kernel ran.
+PLACE_HOLDER_TYPE: Final = SQE_TYPES[_PLACE_HOLDER_SQE]
 _EVENT_RECORD_SQE: Final = 4
 
 
@@ -619,10 +623,6 @@ class _Device:
                 None if level0 else g.mix_block_num,
             )
             rows.append(_Row(raw, a))
-        if len(rows) >= CSV_LIMIT:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} op_summary rows"
-            )
         return rows
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
@@ -725,10 +725,6 @@ class _Device:
                     a.end_cycles,
                 )
             )
-        if len(rows) >= CSV_LIMIT:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED, f"{self.dev.folder}: over {CSV_LIMIT} task_time rows"
-            )
         return rows
 
 
@@ -787,15 +783,18 @@ def _device(
     return _Device(dev, clock, ascend, host, ge, hashes, level0)
 
 
-def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False) -> RawResult:
-    """The tasks the library would read after a real ``msprof.py export summary`` of the run.
-
-    *with_task_time*: also give every task_time row (``RawResult.task_time``).
-
-    :raises DeclinedError: for anything not verified against the real exporter
-    """
-    host_info = json_object(files[plan.host_info], "host/info.json")
-    host_sample = json_object(files[plan.host_sample], "host/sample.json")
+def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], bool]:
+    """Every device's exported rows (folder-name order), and whether the run is task time level 0."""
+    if plan.host_info is not None and plan.host_sample is not None:
+        host_info = json_object(files[plan.host_info], "host/info.json")
+        host_sample: dict[str, object] | None = json_object(files[plan.host_sample], "host/sample.json")
+    elif plan.devices:
+        # No host/ folder: the chip from the first device, no host task at all.
+        first = plan.devices[0]
+        host_info = json_object(files[first.info], f"{first.folder}/info.json")
+        host_sample = None
+    else:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, "no device_N/ folder")
     platform = str(host_info.get("platform_version", ""))
     driver = host_info.get("drvVersion", 0)
     if not isinstance(driver, int):
@@ -814,12 +813,16 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
             f"platform_version {platform!r} with drvVersion {driver} (verified: 910B '5' from "
             f"{ALL_EXPORT_VERSION}, 310B '7' below it)",
         )
-    if str(host_sample.get("devices", "")) != "64":
+    if host_sample is not None and str(host_sample.get("devices", "")) != "64":
         # The exporter ignores such a host folder without a word.
         raise DeclinedError(
             DeclineReason.UNSUPPORTED, f"host/sample.json devices={host_sample.get('devices')!r}"
         )
-    level0 = _level(host_sample) in LEVEL0_NAMES
+    if host_sample is None:
+        first = plan.devices[0]
+        level0 = _level(json_object(files[first.sample], f"{first.folder}/sample.json")) in LEVEL0_NAMES
+    else:
+        level0 = _level(host_sample) in LEVEL0_NAMES
 
     def check_info(info: Mapping[str, object], folder: str) -> None:
         if str(info.get("platform_version", "")) != platform or info.get("drvVersion") != driver:
@@ -835,7 +838,7 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
         type_info_dic(files[path], types)
     host = HostRecords(hashes, types)
     host.apis = api_records(joined(files[p] for p in plan.host_data.get("api_event", ())))
-    host.tracks = task_track_records(joined(files[p] for p in plan.host_data["task_track"]))
+    host.tracks = task_track_records(joined(files[p] for p in plan.host_data.get("task_track", ())))
     basics = plan.host_data.get("node_basic_info", ())
     if basics and basics[0].split("/")[-1].startswith("unaging"):
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
@@ -844,11 +847,10 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
     host.tensors = header_records(
         joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
-    if not level0 and not host.node_basics:
+    if host_sample is not None and not level0 and not host.node_basics and host.apis:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
-
     outputs = [
         _device(
             dev,
@@ -862,17 +864,85 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
         )
         for dev in plan.devices
     ]
+    return outputs, level0
+
+
+def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
+    if len(rows) >= CSV_LIMIT:
+        raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows")
+
+
+def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False) -> RawResult:
+    """The tasks the library would read after a real ``msprof.py export summary`` of the run.
+
+    *with_task_time*: also give every task_time row (``RawResult.task_time``).
+
+    :raises DeclinedError: for anything not verified against the real exporter
+    """
+    outputs, level0 = _outputs(plan, files)
+    for out in outputs:
+        _check_limit(out.op_rows, out.dev.folder, "op_summary")
     op_rows = [row for out in outputs for row in out.op_rows]
-    task_time = (
-        tuple(t for out in outputs for t in out.task_time_rows()) if with_task_time or not op_rows else None
-    )
+    task_time: tuple[RawTask, ...] | None = None
+    if with_task_time or not op_rows:
+        per_device = [out.task_time_rows() for out in outputs]
+        for out, rows in zip(outputs, per_device, strict=True):
+            _check_limit(rows, out.dev.folder, "task_time")
+        task_time = tuple(t for rows in per_device for t in rows)
     if op_rows:
         return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
     assert task_time is not None
+    if (
+        task_time
+        and not any(out.ge for out in outputs)
+        and all(t.type in CONTROL_TASK_TYPES for t in task_time)
+    ):
+        # No kernel launched (no GE task) nor ran: the exporter's op_summary lists every task_time
+        # row as PLACE_HOLDER_SQE (the real exporter on an empty simulated run; real runs of an
+        # empty collection show such rows). Real runs show that a run with a GE task whose kernel
+        # never ran on the device gets task_time only.
+        placeholders = tuple(
+            t._replace(type=PLACE_HOLDER_TYPE, csv_type=PLACE_HOLDER_TYPE) for t in task_time
+        )
+        return RawResult(placeholders, SOURCE_OP_SUMMARY, level0, task_time if with_task_time else None)
     tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
     return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None)
+
+
+class DeviceRows(NamedTuple):
+    """One device's rows of the exporter's op_summary and task_time CSVs, in their order.
+
+    op_summary rows keep the exporter's own type cell (``N/A`` at task time level 0: ``type``
+    equals ``csv_type``, no level-0 join).
+    """
+
+    device: int
+    op_summary: tuple[RawTask, ...]
+    task_time: tuple[RawTask, ...]
+
+
+class ExportRows(NamedTuple):
+    """What ``msprof.py export summary`` would write for op_summary and task_time, per device."""
+
+    level0: bool
+    devices: tuple[DeviceRows, ...]
+
+
+def export_rows(plan: RunPlan, files: Mapping[str, bytes]) -> ExportRows:
+    """The rows of the exporter's op_summary and task_time CSVs, for a CSV writer (the simulated
+    ``msprof.py``): like :func:`decode_run`, but every row, any number of them, and no decline for
+    a run without tasks (its CSVs have control tasks only).
+
+    :raises DeclinedError: for anything not verified against the real exporter
+    """
+    outputs, level0 = _outputs(plan, files)
+    devices = tuple(
+        DeviceRows(out.dev.device, tuple(row.raw for row in out.op_rows), tuple(out.task_time_rows()))
+        for out in outputs
+    )
+    return ExportRows(level0, devices)
 
 
 def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:

@@ -572,11 +572,12 @@ def launch(
     kernel outside a collection leaves no trace): 0 is returned, and while another device is
     being profiled the ``asc_aprof.sim`` logger says so once per process (a wrong device id, or
     another device's warm-up); launching with nothing profiled, e.g. a warm-up, is silent.
-    Shapes, when given, fill op_summary's tensor columns. *binary_name* is the name task time
-    level 0 shows in task_time's ``kernel_name`` (real aclnn ops show a hashed
-    binary name there, Ascend C kernels their own name; default: *name*). *jitter* is the sigma
-    of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`; None: the process
-    setting, 0: exact durations).
+    Shapes are accepted but not written into the raw data yet (no ``tensor_info`` records), so
+    op_summary's tensor columns say ``N/A``, as the real exporter prints them for that data.
+    *binary_name* is the name task time level 0 shows in task_time's ``kernel_name`` (real aclnn
+    ops show a hashed binary name there, Ascend C kernels their own name; default: *name*).
+    *jitter* is the sigma of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`;
+    None: the process setting, 0: exact durations).
 
     *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names,
     :data:`COUNTER_COLUMNS`; None writes ``N/A``), e.g. ``{"aiv_vec_ratio": 0.82}``; a column

@@ -1,13 +1,14 @@
 """Building the simulated toolkit tree: the library built at install time, or compiled once.
 
 The tree lives in ``${ASC_APROF_SIM_CACHE:-${XDG_CACHE_HOME:-~/.cache}/asc-aprof}/sim-<hash>/``
-where the hash covers the C source, the flags and ``msprof_sim.py``, and is laid out like a CANN
-install: ``lib64/libmsprofiler.so``, ``tools/profiler/profiler_tool/analysis/msprof/msprof.py``
-and ``set_env.sh``. The library is the one ``pip install`` compiled into the package when it
-matches the source (see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without
-it the source is compiled here, which needs a C compiler. The tree is built in a temporary
-sibling directory and renamed into place, so two processes building at once both end up with one
-complete tree.
+where the hash covers the C source, the flags, ``msprof_sim.py`` and where this package is, and is
+laid out like a CANN install: ``lib64/libmsprofiler.so``,
+``tools/profiler/profiler_tool/analysis/msprof/msprof.py`` (with ``aprofsim_site.txt`` beside it:
+the ``sys.path`` entry of this package, whose raw reader the script runs) and ``set_env.sh``.
+The library is the one ``pip install`` compiled into the package when it matches the source
+(see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without it the source is
+compiled here, which needs a C compiler. The tree is built in a temporary sibling directory and
+renamed into place, so two processes building at once both end up with one complete tree.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
 from ._buildspec import C_SOURCE, CFLAGS, CompileFailure, compile_library, prebuilt_library
 
 MSPROF_SOURCE: Final = Path(__file__).with_name("msprof_sim.py")
+#: The sys.path entry holding this asc_aprof package: ``msprof.py`` imports the raw reader from it.
+PACKAGE_SITE: Final = Path(__file__).resolve().parents[2]
+SITE_FILE: Final = "aprofsim_site.txt"
 CACHE_VARIABLE: Final = "ASC_APROF_SIM_CACHE"
 
 _lock = threading.Lock()
@@ -81,6 +85,7 @@ def source_hash() -> str:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     digest.update(" ".join(CFLAGS).encode())
+    digest.update(os.fsencode(PACKAGE_SITE))
     return digest.hexdigest()[:16]
 
 
@@ -117,6 +122,7 @@ def _build_into(tree: Path, final: Path) -> None:
     script = tree / MSPROF_SCRIPT
     script.parent.mkdir(parents=True)
     shutil.copyfile(MSPROF_SOURCE, script)
+    (script.parent / SITE_FILE).write_text(f"{PACKAGE_SITE}\n", encoding="utf-8")
     (tree / "set_env.sh").write_text(_set_env_text(final), encoding="utf-8")
 
 

@@ -28,13 +28,24 @@
  * (aprofsim_set_jitter, off by default) draws every kernel's duration as launched * exp(sigma * Z)
  * from a seeded generator of its own, plus rare outliers, so statistics have a known truth.
  *
- * Data files (formats are private to the simulator and msprof_sim.py):
- *   device_N/data/aprofsim_tasks.data   one line per task:
- *       "<task_id> <stream_id> <start_ns> <duration_ns> <block_dim> <task_type>"
- *   host/data/aprofsim_names.data       one TAB-separated line per run of named kernels:
- *       "<device> <stream> <first_task_id> <count> <task_type> <name> <binary_name>
- *        [6 tensor-info fields]" (binary_name empty: same as name)
- * Lines starting with '#' are comments.
+ * Data files: CANN's raw formats, the files the real exporter (msprof.py export summary) needs
+ * for op_summary and task_time (see docs/raw_reader.md), little-endian:
+ *   device_N/data/stars_soc.data.N.slice_0        64-byte task log records: a start and an end
+ *       per task (SQE type AI_CORE for AI Core, AI Vector and MIX kernels, AI_CPU, PLACE_HOLDER
+ *       for control tasks), on a 1 GHz system counter anchored by dev_start.log.N and
+ *       host_start.log.N at the run's CLOCK_MONOTONIC_RAW (start_info: the wall clock), so every
+ *       start and duration comes back to the ns;
+ *   host/data/aging.api_event.data.slice_k         40-byte node launches (level 10000, type 5);
+ *   host/data/aging.compact.node_basic_info.slice_k 64-byte GE node records (task time level 1);
+ *   host/data/aging.compact.task_track.slice_k     64-byte runtime tasks (device, stream, task,
+ *       runtime task type, kernel name hash);
+ *   host/data/unaging.additional.hash_dic.slice_k  "hash:name" lines; type_info_dic.slice_0
+ *       the type names; plus info.json, sample.json, start_info, host_start.log, end_info;
+ *   host/aprofsim_counters.txt  simulator-only (no CANN file): the PMU counters launches set,
+ *       for the simulated msprof.py's PMU columns (outside host/data: both exporters ignore it).
+ * Slice k of the host files holds the k-th stopped device's tasks. Not written (no verified
+ * model yet): PMU records (ffts_profile), tensor_info (shapes), FFTS+ subtask and context_id_info
+ * records (MIX kernels are written like other kernels), ACL API records.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -100,12 +111,19 @@ static const char *const CHIP_NAMES[CHIP_COUNT] = {"910B", "310B"};
 static const struct chip_info {
     const char *platform_version;
     unsigned ai_core_num, aiv_num, aic_mhz;
-    const char *hwts_mhz;
+    int drv_version;        /* info.json drvVersion, as real runs of the chip show it */
+    int short_level_names;  /* sample.json spells the level profLevel "l0" / "l1" (310B) */
     int unsupported_metric; /* metric the chip cannot collect (-1: none) */
 } CHIPS[CHIP_COUNT] = {
-    {"5", 20, 40, 1650, "49.999001", 7}, /* A2: no PipelineExecuteUtilization */
-    {"7", 1, 1, 1250, "47.999001", 8},   /* 310B: no MemoryAccess */
+    {"5", 20, 40, 1650, 467992, 0, 7}, /* A2: no PipelineExecuteUtilization */
+    {"7", 1, 1, 1250, 466701, 1, 8},   /* 310B: no MemoryAccess */
 };
+/* The simulated system counter runs at 1 GHz (real 910B: 49.999001 MHz, a ~20 ns quantum), so a
+ * launched duration in ns survives the exporter's arithmetic exactly; the exporter reads the
+ * frequency from info.json, so nothing else changes. */
+#define HWTS_MHZ "1000"
+/* Host records' timestamps are CLOCK_MONOTONIC_RAW ns: info.json's host CPU frequency says so. */
+#define HOST_CPU_MHZ "1000.000000"
 
 #define KERNEL_STREAM 2u
 #define CONTROL_STREAM 0u
@@ -161,6 +179,14 @@ typedef struct collection {
     int refs;        /* running devices + host ownership + host-only activity */
     int host_only;   /* started with deviceNums == 0 (MSPROFTX only) and not yet stopped */
     int dir_made;
+    /* Clock anchors of the run's start_info / host_start.log / dev_start.log files. */
+    uint64_t begin_ns; /* wall clock at the start (collectionTimeBegin is it in us) */
+    uint64_t mono_ns;  /* CLOCK_MONOTONIC_RAW at the start, a whole number of us */
+    int has_host;      /* this run owns a host/ folder (host records go there) */
+    unsigned host_slices;       /* host/data slices written so far (one per stopped device) */
+    uint64_t host_slot;         /* next host record timestamp slot */
+    struct name_rec *names;     /* kernel names moved here when the host stream was cut */
+    size_t nnames, cap_names;
     struct collection *next;
 } collection;
 
@@ -185,13 +211,14 @@ typedef struct device_state {
     uint32_t next_control_task;
 } device_state;
 
-typedef struct name_rec {
+struct name_rec {
     uint32_t device, stream, first_task, count;
     uint8_t kind;
     char *name;
     char *binary;  /* the kernel's binary name (level-0 task_time); may be NULL: same as name */
     char *tensors; /* may be NULL */
-} name_rec;
+};
+typedef struct name_rec name_rec;
 
 /* The host data stream. Like CANN, only the first active collection owns host/; a stop cuts
  * the stream, so overlapping collections lose their kernel names (the 8.5 behaviour). */
@@ -420,16 +447,6 @@ static void ob_put(out_buf *ob, const char *s, size_t n) {
 
 static void ob_str(out_buf *ob, const char *s) { ob_put(ob, s, strlen(s)); }
 
-static void ob_u64(out_buf *ob, uint64_t v) {
-    char tmp[24];
-    int i = 24;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    ob_put(ob, tmp + i, (size_t)(24 - i));
-}
-
 static void ob_char(out_buf *ob, char c) { ob_put(ob, &c, 1); }
 
 static const char *metric_name(int metric) {
@@ -489,6 +506,12 @@ static void local_stamp(uint64_t ns, char *out, size_t size, int with_ms, int pr
 /* ------------------------------------------------------------------------------------------ */
 /* Collections, metadata and data files                                                          */
 
+static void free_name_rec(name_rec *r) {
+    free(r->name);
+    free(r->binary);
+    free(r->tensors);
+}
+
 static void coll_unref(collection *c) {
     if (c == NULL || --c->refs > 0) return;
     for (collection **pp = &g_collections; *pp != NULL; pp = &(*pp)->next) {
@@ -497,6 +520,8 @@ static void coll_unref(collection *c) {
             break;
         }
     }
+    for (size_t i = 0; i < c->nnames; i++) free_name_rec(&c->names[i]);
+    free(c->names);
     free(c->dir);
     free(c);
 }
@@ -518,15 +543,50 @@ static char *coll_subdir(collection *c, const char *sub) {
     return path;
 }
 
-static void write_start_info(const char *path, uint64_t now) {
+/* The clock anchors of a run starting now: the exporter's offset between local time and device
+ * time is collectionTimeBegin (us) - clockMonotonicRaw / 1000, kept a whole number of us so that
+ * its float arithmetic gives every start time back to the ns. */
+static void set_anchors(collection *c, uint64_t now) {
+    c->begin_ns = now;
+    c->mono_ns = monotonic_raw_ns() / 1000ull * 1000ull;
+}
+
+/* The system counter value of wall-clock time *wall_ns* on a device of run *c*: the counter
+ * equals CLOCK_MONOTONIC_RAW (dev_start.log and host_start.log anchor both at mono_ns). */
+static uint64_t counter_of(const collection *c, uint64_t wall_ns_value) {
+    return wall_ns_value - c->begin_ns / 1000ull * 1000ull + c->mono_ns;
+}
+
+static void write_start_info(const char *path, const collection *c) {
     char date[40];
-    local_stamp(now, date, sizeof date, 1, 1);
+    local_stamp(c->begin_ns, date, sizeof date, 1, 1);
     char *text = str_printf("{\"collectionDateBegin\": \"%s\", \"collectionTimeBegin\": \"%llu\", "
                             "\"clockMonotonicRaw\": \"%llu\"}\n",
-                            date, (unsigned long long)(now / 1000ull),
-                            (unsigned long long)monotonic_raw_ns());
+                            date, (unsigned long long)(c->begin_ns / 1000ull), (unsigned long long)c->mono_ns);
     if (text != NULL) write_file(path, text);
     free(text);
+}
+
+/* host_start.log(.N) ("[Host]" / "[DeviceN]") and, for a device, dev_start.log.N. */
+static void write_clock_logs(const char *folder, const collection *c, int dev) {
+    unsigned long long mono = (unsigned long long)c->mono_ns;
+    char *host_path = dev < 0 ? str_printf("%s/host_start.log", folder)
+                              : str_printf("%s/host_start.log.%d", folder, dev);
+    char section[32];
+    if (dev < 0)
+        snprintf(section, sizeof section, "Host");
+    else
+        snprintf(section, sizeof section, "Device%d", dev);
+    char *host_text = str_printf("[%s]\nclock_monotonic_raw: %llu\ncntvct: %llu\ncntvct_diff: 0\n", section, mono, mono);
+    if (host_path != NULL && host_text != NULL) write_file(host_path, host_text);
+    free(host_path);
+    free(host_text);
+    if (dev < 0) return;
+    char *dev_path = str_printf("%s/dev_start.log.%d", folder, dev);
+    char *dev_text = str_printf("clock_monotonic_raw: %llu\ncntvct: %llu\n", mono, mono);
+    if (dev_path != NULL && dev_text != NULL) write_file(dev_path, dev_text);
+    free(dev_path);
+    free(dev_text);
 }
 
 static void write_end_info(const char *path) {
@@ -555,31 +615,83 @@ static char *common_info(int pid) {
     cann_text(g_cann, cann, sizeof cann);
     return str_printf("\"jobInfo\": \"NA\", \"version\": \"1.0\", \"hostname\": \"%s\", \"pid\": \"%d\", "
                       "\"OS\": \"Linux\", \"cpuNums\": %ld, \"platform_version\": \"%s\", "
-                      "\"drvVersion\": 467992, \"simulator\": \"asc-aprof aprofsim\", "
+                      "\"drvVersion\": %d, \"CPU\": [{\"Id\": 0, \"Name\": \"\", \"Frequency\": \"%s\", "
+                      "\"Logical_CPU_Count\": 1, \"Type\": \"\"}], \"simulator\": \"asc-aprof aprofsim\", "
                       "\"aprofsim_cann_version\": \"%s\", \"aprofsim_chip\": \"%s\"",
-                      hostname, pid, sysconf(_SC_NPROCESSORS_ONLN), CHIPS[g_chip].platform_version, cann,
-                      CHIP_NAMES[g_chip]);
+                      hostname, pid, sysconf(_SC_NPROCESSORS_ONLN), CHIPS[g_chip].platform_version,
+                      CHIPS[g_chip].drv_version, HOST_CPU_MHZ, cann, CHIP_NAMES[g_chip]);
 }
 
-static int make_host_dir(collection *c, uint64_t now, int pid) {
+/* Runtime task types (type_info_dic "5000_<n>") and GE task types the simulated runs use. */
+enum {
+    RT_KERNEL_AICORE = 0,
+    RT_KERNEL_AICPU = 1,
+    RT_PROFILING_ENABLE = 64,
+    RT_PROFILING_DISABLE = 65,
+    RT_KERNEL_AIVEC = 66,
+    RT_DEVICE_RINGBUFFER_CONTROL = 83,
+    RT_KERNEL_MIX_AIC = 108,
+    RT_KERNEL_MIX_AIV = 109,
+};
+static const int KIND_RUNTIME_TYPE[KIND_COUNT] = {
+    RT_KERNEL_AICORE,  RT_KERNEL_AIVEC,      RT_KERNEL_MIX_AIC,    RT_KERNEL_MIX_AIV,
+    RT_KERNEL_AICPU,   RT_PROFILING_ENABLE,  RT_PROFILING_DISABLE, RT_DEVICE_RINGBUFFER_CONTROL,
+};
+/* GeTaskType of node_basic_info: AI_CORE 0, AI_CPU 1, AI_VECTOR_CORE 2, MIX_AIC 4, MIX_AIV 5. */
+static const int KIND_GE_TYPE[FIRST_CONTROL_KIND] = {0, 2, 4, 5, 1};
+/* stars_soc SQE types: AI_CORE (also AI Vector and MIX kernels), AI_CPU, PLACE_HOLDER_SQE. */
+#define SQE_AI_CORE 0
+#define SQE_AI_CPU 1
+#define SQE_PLACE_HOLDER 3
+
+static const char TYPE_INFO_DIC[] =
+    "5000_0:KERNEL_AICORE\n5000_1:KERNEL_AICPU\n5000_6:MAINTENANCE\n5000_64:PROFILING_ENABLE\n"
+    "5000_65:PROFILING_DISABLE\n5000_66:KERNEL_AIVEC\n5000_83:DEVICE_RINGBUFFER_CONTROL\n"
+    "5000_98:FLIP_TASK\n5000_108:KERNEL_MIX_AIC\n5000_109:KERNEL_MIX_AIV\n"
+    "10000_0:node_basic_info\n10000_1:tensor_info\n10000_4:context_id_info\n10000_5:launch\n";
+
+static const char *level_text(uint64_t data_type) {
+    int l1 = (data_type & TASK_TIME_L1_BITS) != 0;
+    if (CHIPS[g_chip].short_level_names) return l1 ? "\"profLevel\": \"l1\"" : "\"profLevel\": \"l0\"";
+    return l1 ? "\"prof_level\": \"level1\"" : "\"prof_level\": \"level0\"";
+}
+
+static int make_host_dir(collection *c, int pid) {
     char *host = coll_subdir(c, "host");
     if (host == NULL) return -1;
     char *common = common_info(pid);
     char *info = common ? str_printf("{%s, \"devices\": \"\", \"DeviceInfo\": []}\n", common) : NULL;
+    /* devices "64" is how the exporter recognises the host folder. */
+    char *sample = str_printf("{\"devices\": \"64\", %s, \"taskTime\": \"%s\", \"dataTypeConfig\": %llu}\n",
+                              level_text(c->data_type), task_time_level(c->data_type),
+                              (unsigned long long)c->data_type);
     char *info_path = str_printf("%s/info.json", host);
+    char *sample_path = str_printf("%s/sample.json", host);
     char *start_path = str_printf("%s/start_info", host);
-    int rc = (info == NULL || info_path == NULL || start_path == NULL) ? -1 : write_file(info_path, info);
-    if (rc == 0) write_start_info(start_path, now);
+    char *types_path = str_printf("%s/data/unaging.additional.type_info_dic.slice_0", host);
+    int rc = (info == NULL || sample == NULL || info_path == NULL || sample_path == NULL || start_path == NULL ||
+              types_path == NULL)
+                 ? -1
+                 : write_file(info_path, info);
+    if (rc == 0) rc = write_file(sample_path, sample);
+    if (rc == 0) {
+        write_start_info(start_path, c);
+        write_clock_logs(host, c, -1);
+        write_file(types_path, TYPE_INFO_DIC);
+        c->has_host = 1;
+    }
     free(common);
     free(info);
+    free(sample);
     free(info_path);
+    free(sample_path);
     free(start_path);
+    free(types_path);
     free(host);
     return rc;
 }
 
-static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int metric, uint64_t now,
-                           int pid) {
+static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int metric, int pid) {
     char sub[32];
     snprintf(sub, sizeof sub, "device_%u", dev);
     char *path = coll_subdir(c, sub);
@@ -591,7 +703,7 @@ static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int 
                                      "\"ai_core_num\": %u, \"aiv_num\": %u, \"aic_frequency\": \"%u\", "
                                      "\"aiv_frequency\": \"%u\", \"hwts_frequency\": \"%s\"}]}\n",
                                      common, dev, dev, chip->ai_core_num, chip->aiv_num, chip->aic_mhz,
-                                     chip->aic_mhz, chip->hwts_mhz)
+                                     chip->aic_mhz, HWTS_MHZ)
                         : NULL;
     /* Metrics are collected only with the AICORE_METRICS bit and a metric this chip supports. */
     int collected = (data_type & PROF_AICORE_METRICS) && metric != METRIC_NONE && metric_supported(metric, g_chip);
@@ -599,18 +711,18 @@ static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int 
     char *sample = str_printf(
         "{\"devices\": \"%u\", \"ai_core_profiling_mode\": \"task-based\", \"ai_core_profiling\": \"%s\", "
         "\"ai_core_metrics\": \"%s\", \"aiv_metrics\": \"%s\", \"aicoreMetrics\": %d, "
-        "\"dataTypeConfig\": %llu, \"taskTime\": \"%s\", \"prof_level\": \"%s\", "
+        "\"dataTypeConfig\": %llu, \"taskTime\": \"%s\", %s, "
         "\"aicore_metrics_enabled\": %s}\n",
         dev, collected ? "on" : "off", collected ? aic_metric_name(metric, g_chip) : "",
         collected ? metric_name(metric) : "", effective, (unsigned long long)data_type,
-        task_time_level(data_type), (data_type & TASK_TIME_L1_BITS) ? "level1" : "level0",
-        collected ? "true" : "false");
+        task_time_level(data_type), level_text(data_type), collected ? "true" : "false");
     char *info_path = str_printf("%s/info.json.%u", path, dev);
     char *sample_path = str_printf("%s/sample.json", path);
     char *start_path = str_printf("%s/start_info.%u", path, dev);
     if (info && sample && info_path && sample_path && start_path && write_file(sample_path, sample) == 0 &&
         write_file(info_path, info) == 0) {
-        write_start_info(start_path, now);
+        write_start_info(start_path, c);
+        write_clock_logs(path, c, (int)dev);
         rc = 0;
     }
     free(common);
@@ -640,100 +752,257 @@ static void append_control(device_state *d, enum task_kind kind, uint64_t start)
     append_task(d, rec);
 }
 
-/* device_N/data/aprofsim_tasks.data and device_N/end_info.N of the run in *dir*. */
-static void write_tasks_file(const char *dir, uint32_t dev, const task_rec *recs, size_t n) {
-    char *path = str_printf("%s/device_%u/data/aprofsim_tasks.data", dir, dev);
-    char *end_path = str_printf("%s/device_%u/end_info.%u", dir, dev, dev);
-    out_buf *ob = malloc(sizeof *ob);
-    if (path != NULL && ob != NULL) {
-        ob->fd = open_output(path);
-        ob->failed = ob->fd < 0;
-        ob->len = ob->total = 0;
-        if (ob->fd >= 0) {
-            ob_str(ob, "# aprofsim device tasks v1: task_id stream_id start_ns duration_ns block_dim task_type\n");
-            for (size_t i = 0; i < n; i++) {
-                const task_rec *r = &recs[i];
-                ob_u64(ob, r->task_id);
-                ob_char(ob, ' ');
-                ob_u64(ob, r->stream);
-                ob_char(ob, ' ');
-                ob_u64(ob, r->start_ns);
-                ob_char(ob, ' ');
-                ob_u64(ob, r->dur_ns);
-                ob_char(ob, ' ');
-                ob_u64(ob, r->block_dim);
-                ob_char(ob, ' ');
-                ob_str(ob, KIND_NAMES[r->kind]);
-                ob_char(ob, '\n');
-            }
-            ob_flush(ob);
-            close(ob->fd);
-            write_done_marker(path, ob->total);
-        }
-    }
-    if (end_path != NULL) write_end_info(end_path);
-    free(ob);
-    free(path);
-    free(end_path);
+/* ------------------------------------------------------------------------------------------ */
+/* Raw records (little-endian, the layouts CANN's exporter parses)                              */
+
+static void le16(uint8_t *p, uint64_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void le32(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static void write_device_data(uint32_t dev, device_state *d) { write_tasks_file(d->coll->dir, dev, d->recs, d->n); }
+/* A task's (stream, task) ids: 16-bit task ids, and a launch counter beyond 65535 continues on
+ * the next stream (the simulator never wraps task ids, so it writes no FLIP_TASK records). */
+static void task_ids(const task_rec *r, uint16_t *stream, uint16_t *task) {
+    *task = (uint16_t)(r->task_id & 0xFFFFu);
+    *stream = r->stream == CONTROL_STREAM ? CONTROL_STREAM : (uint16_t)((r->stream + (r->task_id >> 16)) % 2048u);
+}
 
-/* host/data/aprofsim_names.data and host/end_info of the run in *dir*. */
-static void write_names_file(const char *dir, const name_rec *recs, size_t n) {
-    char *path = str_printf("%s/host/data/aprofsim_names.data", dir);
-    char *end_path = str_printf("%s/host/end_info", dir);
+/* stars_soc task log record: header (function | SQE type << 10), magic 0x6BD3, stream, task,
+ * system counter, the rest 0. */
+static void stars_record(out_buf *ob, int function, int sqe, uint16_t stream, uint16_t task, uint64_t counter) {
+    uint8_t rec[64] = {0};
+    le16(rec, (uint64_t)(function | (sqe << 10)));
+    le16(rec + 2, 0x6BD3);
+    le16(rec + 4, stream);
+    le16(rec + 6, task);
+    le64(rec + 8, counter);
+    ob_put(ob, (const char *)rec, sizeof rec);
+}
+
+/* The 24-byte header of every host record: magic 0x5A5A, level, type, thread, data length, time. */
+static void host_header(uint8_t *rec, int level, int type, uint32_t thread, uint32_t length, uint64_t ts) {
+    le16(rec, 0x5A5A);
+    le16(rec + 2, (uint64_t)level);
+    le32(rec + 4, (uint64_t)type);
+    le32(rec + 8, thread);
+    le32(rec + 12, length);
+    le64(rec + 16, ts);
+}
+
+/* FNV-1a: the simulated "hash" of a name (hash_dic maps it back); never 0, which means none. */
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+    return h == 0 ? 1 : h;
+}
+
+typedef struct raw_files {
+    out_buf *api, *basic, *track;
+    int level1;
+} raw_files;
+
+static int ob_open(out_buf **slot, const char *path) {
     out_buf *ob = malloc(sizeof *ob);
-    if (path != NULL && ob != NULL) {
-        ob->fd = open_output(path);
-        ob->failed = ob->fd < 0;
-        ob->len = ob->total = 0;
-        if (ob->fd >= 0) {
-            ob_str(ob, "# aprofsim host names v2: device stream first_task_id count task_type name binary_name "
-                       "[input_shapes input_dtypes input_formats output_shapes output_dtypes "
-                       "output_formats] (TAB-separated)\n");
-            for (size_t i = 0; i < n; i++) {
-                const name_rec *r = &recs[i];
-                ob_u64(ob, r->device);
-                ob_char(ob, '\t');
-                ob_u64(ob, r->stream);
-                ob_char(ob, '\t');
-                ob_u64(ob, r->first_task);
-                ob_char(ob, '\t');
-                ob_u64(ob, r->count);
-                ob_char(ob, '\t');
-                ob_str(ob, KIND_NAMES[r->kind]);
-                ob_char(ob, '\t');
-                ob_str(ob, r->name);
-                ob_char(ob, '\t');
-                if (r->binary != NULL) ob_str(ob, r->binary);
-                if (r->tensors != NULL) {
-                    ob_char(ob, '\t');
-                    ob_str(ob, r->tensors);
+    if (ob == NULL) return -1;
+    ob->fd = open_output(path);
+    ob->failed = ob->fd < 0;
+    ob->len = ob->total = 0;
+    *slot = ob;
+    return ob->fd < 0 ? -1 : 0;
+}
+
+static void ob_finish(out_buf *ob, const char *path) {
+    if (ob == NULL) return;
+    if (ob->fd >= 0) {
+        ob_flush(ob);
+        close(ob->fd);
+        write_done_marker(path, ob->total);
+    }
+    free(ob);
+}
+
+/* One kernel's host records, as a node launch leaves them: the launch (api_event, level 10000
+ * type 5, [ts, ts + 6], item = name hash), at level 1 its node_basic_info inside it (GE task
+ * type, block dim, mix ratio 2 for MIX kernels), and the runtime's task_track (level 5000, type
+ * 802: device, stream, task, batch 0, runtime task type, kernel (binary) name hash). */
+static void host_kernel(raw_files *rf, const task_rec *r, uint32_t dev, const name_rec *name, uint32_t thread,
+                        uint64_t ts) {
+    uint16_t stream, task;
+    task_ids(r, &stream, &task);
+    uint64_t node = name_hash(name->name);
+    uint8_t api[40] = {0};
+    host_header(api, 10000, 5, thread, 0, ts);
+    le64(api + 24, ts + 6);
+    le64(api + 32, node);
+    ob_put(rf->api, (const char *)api, sizeof api);
+    if (rf->level1) {
+        uint8_t basic[64] = {0};
+        host_header(basic, 10000, 0, thread, 0, ts + 2);
+        int mix = r->kind == KIND_MIX_AIC || r->kind == KIND_MIX_AIV;
+        le64(basic + 24, node);
+        le32(basic + 32, (uint64_t)KIND_GE_TYPE[r->kind]);
+        le64(basic + 36, node);
+        le32(basic + 44, (uint64_t)((r->block_dim & 0xFFFFu) | (mix ? 2u << 16 : 0u)));
+        ob_put(rf->basic, (const char *)basic, sizeof basic);
+    }
+    uint8_t track[64] = {0};
+    host_header(track, 5000, 802, thread, 24, ts + 4);
+    le16(track + 24, dev & 0xFFFu);
+    le16(track + 26, stream);
+    le16(track + 28, task);
+    le64(track + 32, (uint64_t)KIND_RUNTIME_TYPE[r->kind]);
+    /* The binary name shows at level 0 only (real level-1 runs carry the node's own hash). */
+    le64(track + 40, name_hash(name->binary != NULL && !rf->level1 ? name->binary : name->name));
+    ob_put(rf->track, (const char *)track, sizeof track);
+}
+
+static void host_control(raw_files *rf, const task_rec *r, uint32_t dev, uint32_t thread, uint64_t ts) {
+    uint16_t stream, task;
+    task_ids(r, &stream, &task);
+    uint8_t track[64] = {0};
+    host_header(track, 5000, 802, thread, 24, ts);
+    le16(track + 24, dev & 0xFFFu);
+    le16(track + 26, stream);
+    le16(track + 28, task);
+    le64(track + 32, (uint64_t)KIND_RUNTIME_TYPE[r->kind]);
+    ob_put(rf->track, (const char *)track, sizeof track);
+}
+
+/* The name run (of this device) holding kernel *r*, or NULL: runs and task ids both ascend. */
+static const name_rec *find_name(const name_rec *const *runs, size_t n, size_t *at, const task_rec *r) {
+    while (*at < n && r->task_id >= runs[*at]->first_task + runs[*at]->count) (*at)++;
+    if (*at < n && r->task_id >= runs[*at]->first_task) return runs[*at];
+    return NULL;
+}
+
+/* The PMU counters sim.launch(counters=...) set, "column=value;...": the 7th TAB-separated
+ * field of the tensor text (NULL: none set). */
+static const char *counter_text(const name_rec *name) {
+    const char *p = name->tensors;
+    for (int tabs = 0; p != NULL && tabs < 6; tabs++) {
+        p = strchr(p, '\t');
+        if (p != NULL) p++;
+    }
+    return p != NULL && *p != '\0' ? p : NULL;
+}
+
+/* Simulator-only: the counters a launch set, one line per kernel ("device TAB stream TAB task TAB
+ * counters") in host/aprofsim_counters.txt, outside host/data, where neither the real exporter
+ * nor the raw reader looks; the simulated msprof.py writes them into the PMU columns. */
+static void write_counters(collection *c, uint32_t dev, const task_rec *r, const name_rec *name, FILE **out) {
+    const char *text = counter_text(name);
+    if (text == NULL) return;
+    if (*out == NULL) {
+        char *path = str_printf("%s/host/aprofsim_counters.txt", c->dir);
+        *out = path != NULL ? fopen(path, "a") : NULL;
+        free(path);
+        if (*out == NULL) return;
+    }
+    uint16_t stream, task;
+    task_ids(r, &stream, &task);
+    fprintf(*out, "%u\t%u\t%u\t%s\n", dev, (unsigned)stream, (unsigned)task, text);
+}
+
+/* Everything one stopped device leaves in run *c*: device_N/data/stars_soc.data.N.slice_0 (the
+ * task log: a start and an end record per task, none without task time), device_N/end_info.N
+ * and, when the run has a host folder, this device's host records as host/data slice k: control
+ * tasks' task_track records, and for every kernel whose name reached the host its launch. */
+static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, size_t n, uint64_t data_type,
+                             const name_rec *const *runs, size_t nruns) {
+    char *soc_path = str_printf("%s/device_%u/data/stars_soc.data.%u.slice_0", c->dir, dev, dev);
+    char *end_path = str_printf("%s/device_%u/end_info.%u", c->dir, dev, dev);
+    int task_time = (data_type & (TASK_TIME_L1_BITS | PROF_TASK_TIME_L0)) != 0;
+    out_buf *soc = NULL;
+    if (task_time && soc_path != NULL && ob_open(&soc, soc_path) == 0) {
+        for (size_t i = 0; i < n; i++) {
+            const task_rec *r = &recs[i];
+            uint16_t stream, task;
+            task_ids(r, &stream, &task);
+            int sqe = r->kind >= FIRST_CONTROL_KIND ? SQE_PLACE_HOLDER : r->kind == KIND_AI_CPU ? SQE_AI_CPU : SQE_AI_CORE;
+            uint64_t start = counter_of(c, r->start_ns);
+            stars_record(soc, 0, sqe, stream, task, start);
+            stars_record(soc, 1, sqe, stream, task, start + r->dur_ns);
+        }
+    }
+    ob_finish(soc, soc_path);
+    if (end_path != NULL) write_end_info(end_path);
+    free(soc_path);
+    free(end_path);
+    if (!c->has_host || !task_time) return;
+    unsigned k = c->host_slices++;
+    char *paths[4] = {
+        str_printf("%s/host/data/aging.api_event.data.slice_%u", c->dir, k),
+        str_printf("%s/host/data/aging.compact.node_basic_info.slice_%u", c->dir, k),
+        str_printf("%s/host/data/aging.compact.task_track.slice_%u", c->dir, k),
+        str_printf("%s/host/data/unaging.additional.hash_dic.slice_%u", c->dir, k),
+    };
+    raw_files rf = {NULL, NULL, NULL, (data_type & TASK_TIME_L1_BITS) != 0};
+    int ok = paths[0] && paths[1] && paths[2] && paths[3] && ob_open(&rf.api, paths[0]) == 0 &&
+             (!rf.level1 || ob_open(&rf.basic, paths[1]) == 0) && ob_open(&rf.track, paths[2]) == 0;
+    out_buf *dic = NULL;
+    ok = ok && ob_open(&dic, paths[3]) == 0;
+    if (ok) {
+        uint32_t thread = (uint32_t)getpid();
+        size_t at = 0;
+        const name_rec *last = NULL;
+        FILE *counters = NULL;
+        for (size_t i = 0; i < n; i++) {
+            const task_rec *r = &recs[i];
+            /* Host time: CLOCK_MONOTONIC_RAW-like slots after the start, 10 ns apart. */
+            uint64_t ts = c->mono_ns + 10ull * c->host_slot++;
+            if (r->kind >= FIRST_CONTROL_KIND) {
+                host_control(&rf, r, dev, thread, ts);
+                continue;
+            }
+            const name_rec *name = find_name(runs, nruns, &at, r);
+            if (name == NULL) continue; /* the host stream was cut: no host record */
+            host_kernel(&rf, r, dev, name, thread, ts);
+            write_counters(c, dev, r, name, &counters);
+            if (name != last) {
+                const char *names[2] = {name->name, name->binary};
+                for (int j = 0; j < 2; j++) {
+                    if (names[j] == NULL) continue;
+                    char line[32];
+                    int len = snprintf(line, sizeof line, "%llu:", (unsigned long long)name_hash(names[j]));
+                    ob_put(dic, line, (size_t)len);
+                    ob_str(dic, names[j]);
+                    ob_char(dic, '\n');
                 }
-                ob_char(ob, '\n');
+                last = name;
             }
-            ob_flush(ob);
-            close(ob->fd);
-            write_done_marker(path, ob->total);
         }
+        if (counters != NULL) fclose(counters);
     }
-    if (end_path != NULL) write_end_info(end_path);
-    free(ob);
-    free(path);
-    free(end_path);
+    ob_finish(rf.api, paths[0]);
+    ob_finish(rf.basic, paths[1]);
+    ob_finish(rf.track, paths[2]);
+    ob_finish(dic, paths[3]);
+    for (int j = 0; j < 4; j++) free(paths[j]);
 }
 
-static void free_name_rec(name_rec *r) {
-    free(r->name);
-    free(r->binary);
-    free(r->tensors);
-}
-
-/* Flush the names gathered so far into the owner's host/ and stop accepting more. */
+/* Flush the names gathered so far into the owner and stop accepting more. */
 static void host_cut(void) {
     collection *c = g_host.owner;
-    if (c != NULL && !g_host.cut) write_names_file(c->dir, g_host.recs, g_host.n);
+    if (c != NULL && !g_host.cut) {
+        char *end_path = str_printf("%s/host/end_info", c->dir);
+        if (end_path != NULL) write_end_info(end_path);
+        free(end_path);
+    }
+    if (c != NULL && !g_host.cut && g_host.n > 0) {
+        name_rec *grown = realloc(c->names, (c->nnames + g_host.n) * sizeof *grown);
+        if (grown != NULL) {
+            c->names = grown;
+            memcpy(c->names + c->nnames, g_host.recs, g_host.n * sizeof *grown);
+            c->nnames += g_host.n;
+            g_host.n = 0;
+        }
+    }
     for (size_t i = 0; i < g_host.n; i++) free_name_rec(&g_host.recs[i]);
     g_host.n = 0;
     g_host.cut = 1;
@@ -755,6 +1024,22 @@ static void host_release(int all) {
     }
 }
 
+/* The name runs of device *dev* that reached run *c*'s host (moved at a cut, or still gathering). */
+static const name_rec **device_names(const collection *c, uint32_t dev, size_t *count) {
+    size_t total = c->nnames + (g_host.owner == c && !g_host.cut ? g_host.n : 0);
+    const name_rec **out = malloc((total ? total : 1) * sizeof *out);
+    size_t n = 0;
+    if (out != NULL) {
+        for (size_t i = 0; i < c->nnames; i++)
+            if (c->names[i].device == dev) out[n++] = &c->names[i];
+        if (g_host.owner == c && !g_host.cut)
+            for (size_t i = 0; i < g_host.n; i++)
+                if (g_host.recs[i].device == dev) out[n++] = &g_host.recs[i];
+    }
+    *count = n;
+    return out;
+}
+
 static void stop_device(uint32_t dev) {
     device_state *d = &g_dev[dev];
     if (!d->running) return;
@@ -763,7 +1048,10 @@ static void stop_device(uint32_t dev) {
     append_control(d, KIND_PROFILING_DISABLE, t);
     append_control(d, KIND_RINGBUFFER, t + 20000ull);
     d->clock_ns = t + 20000ull + CONTROL_DURATION_NS;
-    write_device_data(dev, d);
+    size_t nruns = 0;
+    const name_rec **runs = device_names(d->coll, dev, &nruns);
+    write_device_run(d->coll, dev, d->recs, d->n, d->data_type, runs, nruns);
+    free(runs);
     free(d->recs);
     d->recs = NULL;
     d->n = d->cap = 0;
@@ -964,7 +1252,9 @@ static int write_foreign_run(const char *result_path, int pid, const char *name,
         chmod(c.dir, 0750);
         c.dir_made = 1;
         uint64_t types = PROF_TASK_TIME | PROF_TASK_TIME_L0 | PROF_AICORE_METRICS | PROF_AICPU_MODEL;
-        if (make_host_dir(&c, now, pid) != 0 || make_device_dir(&c, device, types, 1, now, pid) != 0) {
+        c.data_type = types;
+        set_anchors(&c, now);
+        if (make_host_dir(&c, pid) != 0 || make_device_dir(&c, device, types, 1, pid) != 0) {
             rc = -EIO;
         } else {
             size_t n = (size_t)count + 3;
@@ -981,10 +1271,13 @@ static int write_foreign_run(const char *result_path, int pid, const char *name,
                 }
                 recs[count + 1] = (task_rec){t, CONTROL_DURATION_NS, 1, 0, CONTROL_STREAM, KIND_PROFILING_DISABLE};
                 recs[count + 2] = (task_rec){t + 20000ull, CONTROL_DURATION_NS, 2, 0, CONTROL_STREAM, KIND_RINGBUFFER};
-                write_tasks_file(c.dir, device, recs, n);
-                free(recs);
                 name_rec names = {device, KERNEL_STREAM, 0, count, KIND_AI_CORE, (char *)kernel, NULL, NULL};
-                write_names_file(c.dir, &names, count > 0 ? 1 : 0);
+                const name_rec *runs[1] = {&names};
+                write_device_run(&c, device, recs, n, types, runs, count > 0 ? 1 : 0);
+                free(recs);
+                char *end_path = str_printf("%s/host/end_info", c.dir);
+                if (end_path != NULL) write_end_info(end_path);
+                free(end_path);
             }
         }
     }
@@ -1008,13 +1301,14 @@ static int start_collection(const sim_config *cfg) {
     }
     c->data_type = cfg->data_type;
     c->metric = cfg->metric;
+    set_anchors(c, now);
     c->next = g_collections;
     g_collections = c;
     c->refs = 1; /* held until the end of this function */
 
     /* The first active collection owns host/; later overlapping ones get none (CANN 8.5). */
     if (g_host.refcount == 0) {
-        if (make_host_dir(c, now, (int)getpid()) != 0) {
+        if (make_host_dir(c, (int)getpid()) != 0) {
             coll_unref(c);
             return ACL_ERROR_PROFILING_FAILURE;
         }
@@ -1032,7 +1326,7 @@ static int start_collection(const sim_config *cfg) {
     for (uint32_t i = 0; i < cfg->ndev; i++) {
         uint32_t dev = cfg->devs[i];
         device_state *d = &g_dev[dev];
-        if (make_device_dir(c, dev, cfg->data_type, cfg->metric, now, (int)getpid()) != 0) continue;
+        if (make_device_dir(c, dev, cfg->data_type, cfg->metric, (int)getpid()) != 0) continue;
         d->running = 1;
         d->coll = c;
         d->data_type = cfg->data_type;

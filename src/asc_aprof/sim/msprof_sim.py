@@ -1,8 +1,11 @@
 """Simulated ``msprof.py`` for the asc-aprof simulated CANN toolkit (stdlib only).
 
-Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` and exports CSVs laid
-out like real msprof output. It is copied into the toolkit tree as ``msprof.py`` and run as a
-script, so it must not import asc_aprof.
+Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` (CANN's raw formats)
+with asc-aprof's own raw reader (:func:`asc_aprof._raw.read_export_rows`) and writes CSVs laid out
+like real msprof output: the op_summary and task_time cells the real exporter writes for the same
+raw data (tests/real/test_sim_differential.py), then the simulator's own synthetic PMU columns. It
+is copied into the toolkit tree as ``msprof.py`` and run as a script; it imports asc_aprof from
+the path recorded beside it (``aprofsim_site.txt``), and only once it reads a run.
 
 Command line, as the real msprof.py's (the export kind is argv[2])::
 
@@ -60,8 +63,9 @@ PMU columns (``PMU_COLUMNS``) are the real ones of every ``AicoreMetrics`` group
 collects: all but PipelineExecuteUtilization on the 910B (which writes none for MemoryAccess, as
 the real msprof.py does) and all but MemoryAccess on the 310B; NONE, a group the chip cannot
 collect or no ``AICORE_METRICS`` bit end the row at ``Context ID``. Their values are the ones a
-launch set (``sim.launch(counters=...)``, recorded in the host names file after the tensor
-fields), else plausible numbers consistent with the duration (see ``_pmu_values``).
+launch set (``sim.launch(counters=...)``, which the simulated library records in its own
+``host/aprofsim_counters.txt``: not a CANN file, outside ``host/data``), else plausible numbers
+consistent with the duration (see ``_pmu_values``).
 """
 
 from __future__ import annotations
@@ -79,9 +83,12 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
+
+if TYPE_CHECKING:
+    from asc_aprof._raw import Declined, DeviceRows, ExportRows, RawTask
 
 # Exit codes of real msprof (ProfException).
 EXIT_OK = 0
@@ -132,26 +139,25 @@ TASK_TIME_L1_BITS = 0x2 | 0x2000 | 0x4000 | 0x8000
 TASK_TIME_L0_BIT = 0x800
 AICORE_METRICS_BIT = 0x4
 
-TASKS_FILE = "aprofsim_tasks.data"
-NAMES_FILE = "aprofsim_names.data"
 CONTROL_KINDS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE", "DEVICE_RINGBUFFER_CONTROL"})
-CONTROL_SUFFIXES = ("PROFILING_ENABLE", "PROFILING_DISABLE", "DEVICE_RINGBUFFER_CONTROL")
-# Host task type when the GE type is unknown (level0), and the device SQE name without host data.
-HOST_KERNEL_TYPES = {
-    "AI_CORE": "KERNEL_AICORE",
-    "AI_VECTOR_CORE": "KERNEL_AIVEC",
-    "MIX_AIC": "KERNEL_MIX_AIC",
-    "MIX_AIV": "KERNEL_MIX_AIV",
-    "AI_CPU": "KERNEL_AICPU",
-}
-SQE_TYPES = {
+# The simulator's kernel kind of a task_time type (level 0 names runtime types) or GE type.
+KIND_OF_TYPE = {
+    "KERNEL_AICORE": "AI_CORE",
+    "KERNEL_AIVEC": "AI_VECTOR_CORE",
+    "KERNEL_MIX_AIC": "MIX_AIC",
+    "KERNEL_MIX_AIV": "MIX_AIV",
+    "KERNEL_AICPU": "AI_CPU",
     "AI_CORE": "AI_CORE",
-    "AI_VECTOR_CORE": "AIV_SQE",
-    "MIX_AIC": "AI_CORE",
-    "MIX_AIV": "AIV_SQE",
+    "AI_VECTOR_CORE": "AI_VECTOR_CORE",
+    "MIX_AIC": "MIX_AIC",
+    "MIX_AIV": "MIX_AIV",
     "AI_CPU": "AI_CPU",
 }
 
+#: Beside the script in the toolkit tree: the sys.path entry that holds the asc_aprof package.
+SITE_FILE = "aprofsim_site.txt"
+# The simulated library's record of the counters sim.launch(counters=...) set (in host/)
+COUNTERS_FILE = "aprofsim_counters.txt"
 MODEL_ID = "4294967295"
 CHUNK_ROWS = 50_000
 
@@ -297,19 +303,6 @@ class Options(NamedTuple):
     export_time: float | None
 
 
-class NameRun(NamedTuple):
-    """Host data: ``count`` kernels from ``first`` on one device share a name (and the PMU
-    counters a test set for them: ``column=value;...``, ``N/A`` for no value)."""
-
-    first: int
-    end: int
-    kind: str
-    name: str
-    binary: str
-    tensors: tuple[str, ...]
-    counters: str = ""
-
-
 class RunSettings(NamedTuple):
     """What the collecting library recorded: its CANN version and chip."""
 
@@ -320,19 +313,22 @@ class RunSettings(NamedTuple):
 
 
 class DeviceData(NamedTuple):
+    """One device folder: its collection settings and the rows the raw reader gave."""
+
     device: int
     data_type: int
     metric: int
-    lines: list[str]
-    kernels: int
     settings: RunSettings
+    rows: DeviceRows
+    # (stream, task) -> the PMU counters a launch set ("column=value;...", simulator-only)
+    counters: Mapping[tuple[int, int], str] = {}
 
 
 class Profile(NamedTuple):
     path: Path
     devices: list[DeviceData]
-    names: dict[int, list[NameRun]]
     has_host: bool
+    level0: bool
 
 
 class Collection(NamedTuple):
@@ -482,7 +478,23 @@ def _collections(path: Path, nested: bool = False) -> Iterator[Collection]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading the simulator's raw data
+# Reading the raw data: asc-aprof's own raw reader
+
+
+def _raw_reader() -> Callable[[Path], ExportRows | Declined]:
+    """:func:`asc_aprof._raw.read_export_rows`, imported from where the toolkit was built from.
+
+    The toolkit tree records that location in ``aprofsim_site.txt`` beside this script, so the
+    export runs the reader of the installed package even under another interpreter's path.
+    """
+    site = Path(__file__).resolve().with_name(SITE_FILE)
+    if site.is_file():
+        entry = site.read_text(encoding="utf-8").strip()
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    from asc_aprof._raw import read_export_rows
+
+    return read_export_rows
 
 
 def _read_json(path: Path) -> dict[str, object]:
@@ -508,8 +520,16 @@ def _settings(info: dict[str, object]) -> RunSettings:
     return RunSettings(version, chip, max(mhz, 1), max(cores, 1))
 
 
-def _load_profile(collection: Collection) -> Profile:
-    devices: list[DeviceData] = []
+class _Meta(NamedTuple):
+    device: int
+    data_type: int
+    metric: int
+    settings: RunSettings
+
+
+def _device_meta(collection: Collection) -> list[_Meta]:
+    """The device folders of a collection with their sample.json / info.json settings."""
+    found: list[_Meta] = []
     for sub in collection.devices:
         match = re.fullmatch(r"device_(\d+)", sub.name)
         if match is None:
@@ -520,52 +540,54 @@ def _load_profile(collection: Collection) -> Profile:
         if not info_path.is_file():
             _warn(f"{sub}: no info.json.{device}; skipped")
             continue
-        tasks = sub / "data" / TASKS_FILE
-        if not tasks.is_file():
-            _warn(f"{sub}: no task data (collection still running?); skipped")
-            continue
         sample = _read_json(sub / "sample.json")
         data_type = sample.get("dataTypeConfig", 0)
         metric = sample.get("aicoreMetrics", 0xFF)
-        lines = [line for line in tasks.read_text(encoding="utf-8").splitlines() if line and line[0] != "#"]
-        controls = sum(1 for line in lines if line.endswith(CONTROL_SUFFIXES))
-        devices.append(
-            DeviceData(
+        found.append(
+            _Meta(
                 device,
                 data_type if isinstance(data_type, int) else 0,
                 metric if isinstance(metric, int) else 0xFF,
-                lines,
-                len(lines) - controls,
                 _settings(_read_json(info_path)),
             )
         )
-    devices.sort(key=lambda d: d.device)
+    found.sort(key=lambda m: m.device)
+    return found
+
+
+def _read_counters(host: Path | None) -> dict[int, dict[tuple[int, int], str]]:
+    """The counters ``sim.launch(counters=...)`` set, by device and (stream, task): the simulated
+    library's own ``host/aprofsim_counters.txt`` (outside ``host/data``, so neither the real
+    exporter nor the raw reader reads it; a run without host data has none)."""
+    out: dict[int, dict[tuple[int, int], str]] = {}
+    path = host / COUNTERS_FILE if host is not None else None
+    if path is None or not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split("\t", 3)
+        if len(fields) == 4 and all(f.isdigit() for f in fields[:3]):
+            out.setdefault(int(fields[0]), {})[(int(fields[1]), int(fields[2]))] = fields[3]
+    return out
+
+
+def _load_profile(collection: Collection) -> Profile | None:
+    """The collection read by the raw reader (None, said on stdout, where it cannot be read)."""
+    metas = [m for m in _device_meta(collection) if m.data_type & (TASK_TIME_L1_BITS | TASK_TIME_L0_BIT)]
     has_host = collection.host is not None
-    names: dict[int, list[NameRun]] = {}
-    names_file = collection.host / "data" / NAMES_FILE if collection.host is not None else None
-    if names_file is not None and names_file.is_file():
-        with_binary = False
-        for line in names_file.read_text(encoding="utf-8").splitlines():
-            if not line:
-                continue
-            if line[0] == "#":
-                with_binary = with_binary or line.startswith("# aprofsim host names v2")
-                continue
-            fields = line.split("\t")
-            if len(fields) < 6:
-                continue
-            first, count = int(fields[2]), int(fields[3])
-            binary = fields[6] if with_binary and len(fields) > 6 else ""
-            extra = fields[7:13] if with_binary else fields[6:12]
-            tensors = tuple(extra) + ("",) * (6 - len(extra))
-            # sim.launch(counters=...) rides after the six tensor fields
-            counters = fields[13] if with_binary and len(fields) > 13 else ""
-            names.setdefault(int(fields[0]), []).append(
-                NameRun(first, first + count, fields[4], fields[5], binary or fields[5], tensors, counters)
-            )
-        for runs in names.values():
-            runs.sort()
-    return Profile(collection.path, devices, names, has_host)
+    if not metas:
+        return Profile(collection.path, [], has_host, False)
+    outcome = _raw_reader()(collection.path)
+    if not isinstance(outcome, tuple):
+        _log("ERROR", f"{collection.path.name}: the raw data cannot be exported ({outcome})")
+        return None
+    rows = {device.device: device for device in outcome.devices}
+    counters = _read_counters(collection.host)
+    devices = [
+        DeviceData(*meta, rows[meta.device], counters.get(meta.device, {}))
+        for meta in metas
+        if meta.device in rows
+    ]
+    return Profile(collection.path, devices, has_host, outcome.level0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -587,27 +609,6 @@ def _num(value: float) -> str:
     return repr(round(value, 3))
 
 
-def _shape_cell(text: str, triple: bool) -> str:
-    if not text:
-        return "N/A"
-    # msprof's C++ writer quotes and escapes shapes, leaving literal quotes in the value.
-    return f'"""{text}"""' if triple else f'"{text}"'
-
-
-def _tensor_cells(tensors: tuple[str, ...], triple: bool) -> str:
-    in_shapes, in_types, in_formats, out_shapes, out_types, out_formats = tensors
-    return ",".join(
-        (
-            _shape_cell(in_shapes, triple),
-            _csv_cell(in_types) or "N/A",
-            _csv_cell(in_formats) or "N/A",
-            _shape_cell(out_shapes, triple),
-            _csv_cell(out_types) or "N/A",
-            _csv_cell(out_formats) or "N/A",
-        )
-    )
-
-
 class Style(NamedTuple):
     old: bool
     level1: bool
@@ -617,7 +618,7 @@ class Style(NamedTuple):
     cores: int
 
 
-def _style(device: DeviceData, old: bool) -> Style:
+def _style(device: DeviceData, level0: bool, old: bool) -> Style:
     chip = device.settings.chip
     columns = PMU_COLUMNS[chip]
     pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric in columns else -1
@@ -625,7 +626,7 @@ def _style(device: DeviceData, old: bool) -> Style:
         pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric == 1 else -1
     return Style(
         old,
-        bool(device.data_type & TASK_TIME_L1_BITS),
+        not level0,
         pmu,
         chip,
         device.settings.core_mhz,
@@ -769,144 +770,104 @@ def _ratio_of(values: dict[str, float | None], pipe: str) -> float:
 # Row generation
 
 
-def _op_parts(run: NameRun | None, kind: str, dur_ns: int, block: int, style: Style) -> tuple[str, str]:
-    """The cells before the start time and after the wait time of one op_summary row."""
-    name = _csv_cell(run.name) if run is not None else "N/A"
-    mix = kind in ("MIX_AIC", "MIX_AIV")
-    context = "0" if mix else "N/A"
-    seed = run.name if run is not None else kind
-    counters = _parse_counters(run.counters) if run is not None and run.counters else None
-    pmu = _pmu_values(kind, dur_ns, block, seed, style, counters)
+def _ns(duration: float) -> int:
+    """A duration the exporter rounded to 3 decimals of us, in whole ns."""
+    return round(duration * 1000)
+
+
+def _kinds(device: DeviceData) -> dict[tuple[int, int], str]:
+    """The kernel kind of each (stream, task) as task_time types it (level 0 has no GE type)."""
+    return {(t.stream_id, t.task_id): KIND_OF_TYPE.get(t.type, t.type) for t in device.rows.task_time}
+
+
+def _op_row(raw: RawTask, kind: str, wait: str, style: Style, counters: str | None = None) -> str:
+    """One op_summary row without its Device_id cell (the cells the real exporter writes for
+    this raw data, then the simulator's PMU columns)."""
+    name = _csv_cell(raw.name)
+    dur_ns = _ns(raw.duration)
+    block = raw.block_num or 0
+    given = _parse_counters(counters) if counters else None
+    pmu = _pmu_values(kind, dur_ns, block, raw.name, style, given)
+    start = _us(raw.start_ns)
     if style.old:
-        tensors = (
-            _tensor_cells(run.tensors, False) if run is not None and style.level1 else ",".join(["N/A"] * 6)
-        )
         op_type = name if style.level1 else "N/A"
-        head = f"{name},{op_type},{kind if style.level1 or run is None else 'N/A'}"
-        tail = ",".join([str(block), tensors, *pmu])
-        return head, tail
-    if not style.level1:  # level0: no GE info, so no type, state, shapes or block dims
-        head = f"{name},N/A,N/A,N/A"
-        tail = ",".join(["0", "0", "N/A", ",".join(["N/A"] * 6), "N/A", *pmu])
-    elif run is not None:
-        head = f"{name},{name},dynamic,{kind}"
-        tail = ",".join(
-            [str(block), str(block * 2 if mix else 0), "NO", _tensor_cells(run.tensors, True), context, *pmu]
-        )
-    else:  # no host data for this kernel (8.5 overlap): the device still knows its type
-        head = f"N/A,N/A,N/A,{kind}"
-        tail = ",".join(
-            [str(block), str(block * 2 if mix else 0), "N/A", ",".join(["N/A"] * 6), context, *pmu]
-        )
-    return head, tail
-
-
-def _task_parts(run: NameRun | None, kind: str, style: Style) -> str:
-    """task_time's kernel_name and kernel_type cells."""
-    if run is None:
-        return f"N/A,{SQE_TYPES.get(kind, kind)}"
+        task_type = raw.csv_type
+        tail = ",".join([str(block), ",".join(["N/A"] * 6), *pmu])
+        ids = f"{MODEL_ID},{raw.task_id},{raw.stream_id}"
+        return f"{ids},{name},{op_type},{task_type},{start},{_num(raw.duration)},{wait},{tail}"
     if style.level1:
-        return f"{_csv_cell(run.name)},{kind}"
-    # level0: the host task type, and the kernel's binary name (hashed for aclnn ops)
-    return f"{_csv_cell(run.binary)},{HOST_KERNEL_TYPES.get(kind, kind)}"
+        head = f"{name},{name},dynamic,{raw.csv_type}"
+        hf32 = "NO"
+    else:  # level 0: no GE info, so no type, state, shapes or block dims
+        head = f"{name},N/A,N/A,N/A"
+        hf32 = "N/A"
+    tail = ",".join([str(block), str(raw.mix_block_num or 0), hf32, ",".join(["N/A"] * 6), "N/A", *pmu])
+    return f"{MODEL_ID},{raw.task_id},{raw.stream_id},{head},{start}\t,{_num(raw.duration)},{wait},{tail}"
+
+
+def _op_rows(device: DeviceData, style: Style) -> Iterator[list[str]]:
+    """Chunks of one device's op_summary rows, without the Device_id cell or newline."""
+    kinds = _kinds(device)
+    rows: list[str] = []
+    previous: RawTask | None = None
+    for raw in device.rows.op_summary:
+        if previous is None:
+            wait = "0"
+        else:
+            gap = (raw.start_ns - previous.start_ns - previous.duration_ns) / 1000.0
+            wait = _num(max(gap, 0.0))
+        previous = raw
+        kind = kinds.get((raw.stream_id, raw.task_id), KIND_OF_TYPE.get(raw.csv_type, raw.csv_type))
+        counters = device.counters.get((raw.stream_id, raw.task_id))
+        rows.append(_op_row(raw, kind, wait, style, counters))
+        if len(rows) >= CHUNK_ROWS:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
+
+
+def _task_rows(device: DeviceData, old: bool) -> Iterator[list[str]]:
+    """Chunks of one device's task_time rows, without the Device_id cell or newline."""
+    rows: list[str] = []
+    for t in device.rows.task_time:
+        name = _csv_cell(t.name)
+        stop = t.start_ns + _ns(t.duration)
+        if old:
+            dur = _ns(t.duration) / 1000
+            rows.append(f'{name},{t.type},{t.stream_id},{t.task_id},"{dur!r}","{t.start_ns}","{stop}"')
+        else:
+            rows.append(
+                f"{name},{t.type},{t.stream_id},{t.task_id},{_num(t.duration)},{_us(t.start_ns)}\t,{_us(stop)}\t"
+            )
+        if len(rows) >= CHUNK_ROWS:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
 
 
 # (op type, core type) -> [count, total ns, min ns, max ns]
 OpStats = dict[tuple[str, str], list[int]]
 
 
-def _device_rows(
-    device: DeviceData, runs: list[NameRun], style: Style, stats: OpStats | None = None
-) -> Iterator[tuple[list[str], list[str]]]:
-    """Chunks of (op_summary rows, task_time rows), without the Device_id cell or newline.
-
-    The hot loop of a million-row export: everything that is the same for a run of identical
-    kernels is formatted once and cached; per row only the ids and times are formatted. Kernels
-    with an operator type are counted per cache entry into *stats* (op_statistic).
-    """
-    op_rows: list[str] = []
-    task_rows: list[str] = []
-    cache: dict[tuple[int, str, str, str], tuple[str, str, str, str, int]] = {}
-    counts: dict[tuple[int, str, str, str], int] = {}
-    waits: dict[int, str] = {}
-    no_run = (-1, -1)
-    run_index = 0
-    run_first, run_end = (runs[0].first, runs[0].end) if runs else no_run
-    prev_end = -1
-    old = style.old
-    for line in device.lines:
-        tid_s, stream, start_s, dur_s, block_s, kind = line.split(" ")
-        if kind in CONTROL_KINDS:
-            start, dur = int(start_s), int(dur_s)
-            if old:
-                task_rows.append(f'N/A,{kind},{stream},{tid_s},"{dur / 1000!r}","{start_s}","{start + dur}"')
-            else:
-                task_rows.append(
-                    f"N/A,{kind},{stream},{tid_s},{_us(dur)},{_us(start)}\t,{_us(start + dur)}\t"
-                )
-            continue
-        tid = int(tid_s)
-        while run_end >= 0 and tid >= run_end:  # host runs and task ids both ascend
-            run_index += 1
-            run_first, run_end = (
-                (runs[run_index].first, runs[run_index].end) if run_index < len(runs) else no_run
-            )
-        key = (run_index if tid >= run_first >= 0 else -1, kind, dur_s, block_s)
-        parts = cache.get(key)
-        if parts is None:
-            named = runs[run_index] if key[0] >= 0 else None
-            dur = int(dur_s)
-            head, tail = _op_parts(named, kind, dur, int(block_s), style)
-            parts = (head, tail, _task_parts(named, kind, style), _us(dur), dur)
-            cache[key] = parts
-            counts[key] = 0
-        counts[key] += 1
-        head, tail, task_head, dur_us, dur = parts
-        start = int(start_s)
-        stop = start + dur
-        if prev_end < 0:
-            wait = "0"
-        else:
-            gap = start - prev_end
-            cached = waits.get(gap)
-            wait = cached if cached is not None else waits.setdefault(gap, _us(max(gap, 0)) + "000")
-        prev_end = stop
-        start_us = f"{start_s[:-3]}.{start_s[-3:]}"
-        if old:
-            op_rows.append(f"{MODEL_ID},{tid_s},{stream},{head},{start_us},{dur_us},{wait},{tail}")
-            task_rows.append(f'{task_head},{stream},{tid_s},"{dur / 1000!r}","{start_s}","{stop}"')
-        else:
-            stop_s = str(stop)
-            op_rows.append(f"{MODEL_ID},{tid_s},{stream},{head},{start_us}\t,{dur_us},{wait},{tail}")
-            task_rows.append(
-                f"{task_head},{stream},{tid_s},{dur_us},{start_us}\t,{stop_s[:-3]}.{stop_s[-3:]}\t"
-            )
-        if len(task_rows) >= CHUNK_ROWS:
-            yield op_rows, task_rows
-            op_rows, task_rows = [], []
-    if op_rows or task_rows:
-        yield op_rows, task_rows
-    if stats is not None and style.level1:
-        for (index, kind, dur_s, _block), count in counts.items():
-            if index < 0:
-                continue  # no operator type without host data
-            entry = stats.setdefault((runs[index].name, kind), [0, 0, -1, 0])
-            dur = int(dur_s)
-            entry[0] += count
-            entry[1] += dur * count
-            entry[2] = dur if entry[2] < 0 else min(entry[2], dur)
-            entry[3] = max(entry[3], dur)
+def _count_ops(device: DeviceData, stats: OpStats) -> None:
+    """op_statistic: every op_summary kernel by (operator type, core type)."""
+    for raw in device.rows.op_summary:
+        dur = _ns(raw.duration)
+        entry = stats.setdefault((raw.name, raw.csv_type), [0, 0, -1, 0])
+        entry[0] += 1
+        entry[1] += dur
+        entry[2] = dur if entry[2] < 0 else min(entry[2], dur)
+        entry[3] = max(entry[3], dur)
 
 
 def _placeholder_rows(device: DeviceData) -> list[str]:
     """A run without kernels: op_summary lists the control tasks as PLACE_HOLDER_SQE (real runs)."""
-    rows = []
-    for line in device.lines:
-        tid_s, stream, start_s, dur_s, _block, _kind = line.split(" ")
-        rows.append(
-            f"-1,{tid_s},{stream},N/A,N/A,N/A,PLACE_HOLDER_SQE,{_us(int(start_s))}\t,{_us(int(dur_s))},0,N/A"
-        )
-    return rows
+    return [
+        f"-1,{t.task_id},{t.stream_id},N/A,N/A,N/A,PLACE_HOLDER_SQE,{_us(t.start_ns)}\t,{_us(_ns(t.duration))},0,N/A"
+        for t in device.rows.task_time
+    ]
 
 
 def _op_statistic_rows(stats: OpStats) -> list[str]:
@@ -931,9 +892,8 @@ def _op_statistic_rows(stats: OpStats) -> list[str]:
     return rows
 
 
-def _api_statistic_rows(runs: list[NameRun]) -> list[str]:
+def _api_statistic_rows(launches: int) -> list[str]:
     """One device's api_statistic rows (without Device_id): one launch per kernel the host saw."""
-    launches = sum(run.end - run.first for run in runs)
     if launches == 0:
         return []
     rows = []
@@ -1033,19 +993,25 @@ def _export_new(
     profile: Profile, devices: list[DeviceData], options: Options, stamp: str, out_dir: Path
 ) -> Summary:
     out_dir.mkdir(exist_ok=True)
-    total_kernels = sum(d.kernels for d in devices)
-    total_tasks = sum(len(d.lines) for d in devices)
+    total_ops = sum(len(d.rows.op_summary) for d in devices)
+    total_tasks = sum(len(d.rows.task_time) for d in devices)
+    kernels = any(t.type not in CONTROL_KINDS for d in devices for t in d.rows.task_time)
     limit = options.slice_rows
-    style0 = _style(devices[0], old=False)
+    style0 = _style(devices[0], profile.level0, old=False)
     blocks = _block_names(devices[0].settings, options)
-    op_header = _op_header(style0, blocks, device_column=True) if total_kernels else NO_KERNEL_COLUMNS
-    op_writer = SlicedWriter(out_dir, "op_summary", stamp, op_header, total_kernels or total_tasks, limit)
+    op_header = _op_header(style0, blocks, device_column=True) if total_ops else NO_KERNEL_COLUMNS
+    # A run whose kernels have no host data has task_time only, as the real exporter writes it.
+    placeholders = not total_ops and not kernels
+    op_writer = (
+        SlicedWriter(out_dir, "op_summary", stamp, op_header, total_ops or total_tasks, limit)
+        if total_ops or placeholders
+        else None
+    )
     task_writer = SlicedWriter(out_dir, "task_time", stamp, TASK_TIME_HEADER, total_tasks, limit)
     op_statistic: dict[int, list[str]] = {}
     for device in devices:
-        style = _style(device, old=False)
+        style = _style(device, profile.level0, old=False)
         prefix = f"{device.device},"
-        stats: OpStats = {}
         # Like the Python msprof path: per-device summary files first, merged, then removed.
         summary_dir = profile.path / f"device_{device.device}" / "summary"
         summary_dir.mkdir(exist_ok=True)
@@ -1053,29 +1019,30 @@ def _export_new(
             _open_csv(summary_dir / f"op_summary_{device.device}_1_{stamp}.csv") as per_op,
             _open_csv(summary_dir / f"task_time_{device.device}_1_{stamp}.csv") as per_task,
         ):
-            if total_kernels:
+            if total_ops:
                 per_header = _op_header(style, blocks, device_column=False)
             else:
                 per_header = NO_KERNEL_COLUMNS.partition(",")[2]
             per_op.write(per_header + "\n")
             per_task.write(TASK_TIME_HEADER.partition(",")[2] + "\n")
-            if not total_kernels:
+            if placeholders and op_writer is not None:
                 rows = _placeholder_rows(device)
                 op_writer.write(rows, prefix)
                 per_op.write("".join(row + "\n" for row in rows))
-            for op_rows, task_rows in _device_rows(
-                device, profile.names.get(device.device, []), style, stats
-            ):
-                if op_rows:
+            if op_writer is not None:
+                for op_rows in _op_rows(device, style):
                     per_op.write("\n".join(op_rows) + "\n")
                     op_writer.write(op_rows, prefix)
-                if task_rows:
-                    per_task.write("\n".join(task_rows) + "\n")
-                    task_writer.write(task_rows, prefix)
+            for task_rows in _task_rows(device, old=False):
+                per_task.write("\n".join(task_rows) + "\n")
+                task_writer.write(task_rows, prefix)
         shutil.rmtree(summary_dir, ignore_errors=True)
-        if style.level1 and stats:
+        if style.level1 and device.rows.op_summary:
+            stats: OpStats = {}
+            _count_ops(device, stats)
             op_statistic[device.device] = _op_statistic_rows(stats)
-    return Summary(op_writer.close() + task_writer.close(), op_statistic, _api_rows(profile))
+    written = (op_writer.close() if op_writer is not None else []) + task_writer.close()
+    return Summary(written, op_statistic, _api_rows(profile))
 
 
 def _api_rows(profile: Profile) -> dict[int, list[str]]:
@@ -1085,7 +1052,7 @@ def _api_rows(profile: Profile) -> dict[int, list[str]]:
         return rows
     for device in profile.devices:
         if device.data_type & ACL_API_BITS:
-            found = _api_statistic_rows(profile.names.get(device.device, []))
+            found = _api_statistic_rows(len(device.rows.op_summary))
             if found:
                 rows[device.device] = found
     return rows
@@ -1185,7 +1152,7 @@ def _write_readme(out_dir: Path) -> Path:
 def _export_old(profile: Profile, devices: list[DeviceData], stamp: str) -> list[Path]:
     written: list[Path] = []
     for device in devices:
-        style = _style(device, old=True)
+        style = _style(device, profile.level0, old=True)
         summary_dir = profile.path / f"device_{device.device}" / "summary"
         summary_dir.mkdir(exist_ok=True)
         op_path = summary_dir / f"op_summary_{device.device}_1_{stamp}.csv"
@@ -1193,11 +1160,10 @@ def _export_old(profile: Profile, devices: list[DeviceData], stamp: str) -> list
         with _open_csv(op_path) as op_file, _open_csv(task_path) as task_file:
             op_file.write(_op_header(style, ("Block Dim", "Mix Block Dim"), device_column=False) + "\n")
             task_file.write(OLD_TASK_TIME_HEADER + "\n")
-            for op_rows, task_rows in _device_rows(device, profile.names.get(device.device, []), style):
-                if op_rows:
-                    op_file.write("\n".join(op_rows) + "\n")
-                if task_rows:
-                    task_file.write("\n".join(task_rows) + "\n")
+            for op_rows in _op_rows(device, style):
+                op_file.write("\n".join(op_rows) + "\n")
+            for task_rows in _task_rows(device, old=True):
+                task_file.write("\n".join(task_rows) + "\n")
         written += [op_path, task_path]
     return written
 
@@ -1220,23 +1186,12 @@ def _export_timeline(profile: Profile, devices: list[DeviceData], stamp: str) ->
             }
             out.write(("" if first else ",\n") + json.dumps(meta))
             first = False
-            runs = profile.names.get(device.device, [])
-            run_index = 0
-            run = runs[0] if runs else None
-            for line in device.lines:
-                tid_s, stream, start_s, dur_s, _block, kind = line.split(" ")
-                tid = int(tid_s)
-                name = kind
-                if kind not in CONTROL_KINDS:
-                    while run is not None and tid >= run.end:
-                        run_index += 1
-                        run = runs[run_index] if run_index < len(runs) else None
-                    name = run.name if run is not None and tid >= run.first else "N/A"
-                ts = f"{start_s[:-3]}.{start_s[-3:]}"
-                args = f'{{"Task Type": "{kind}", "Stream Id": {stream}, "Task Id": {tid}}}'
+            for t in device.rows.task_time:
+                name = t.type if t.type in CONTROL_KINDS else t.name
+                args = f'{{"Task Type": "{t.type}", "Stream Id": {t.stream_id}, "Task Id": {t.task_id}}}'
                 out.write(
-                    f',\n{{"name": {json.dumps(name)}, "pid": {pid}, "tid": {stream}, "ts": "{ts}", '
-                    f'"dur": {int(dur_s) / 1000!r}, "ph": "X", "args": {args}}}'
+                    f',\n{{"name": {json.dumps(name)}, "pid": {pid}, "tid": {t.stream_id}, '
+                    f'"ts": "{_us(t.start_ns)}", "dur": {t.duration!r}, "ph": "X", "args": {args}}}'
                 )
         out.write("]\n")
     return [path]
@@ -1324,7 +1279,9 @@ def _export_collection(collection: Collection, args: argparse.Namespace, options
             f'Param of "iteration-count" is {args.iteration_count}, but it is unnecessary in all export mode.'
         )
     profile = _load_profile(collection)
-    devices = [d for d in profile.devices if d.data_type & (TASK_TIME_L1_BITS | TASK_TIME_L0_BIT)]
+    if profile is None:
+        return []
+    devices = profile.devices
     api_rows = _api_rows(profile)
     if not devices and not (api_rows and kind == "summary"):
         _warn(
