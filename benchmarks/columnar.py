@@ -17,10 +17,8 @@ import gc
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,8 +28,8 @@ import anyio
 
 from asc_aprof import KernelStats, Profiler, aread_columns, kernel_stats, read_columns
 
+from . import counters
 from ._common import Config, Section, Table, Target, fmt_mb, fmt_s, fmt_x, median, run_child
-from .counters import ab_child, build_baseline
 from .memory import Meter
 from .parse import NEW, RUN_ID, run_file
 
@@ -367,41 +365,14 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
     return section
 
 
-#: Fresh interpreters per tree in the A/B run.
-AB_CHILDREN = 7
-
-
 def ab(section: Section, rev: str, root: Path) -> None:
-    """Alternating fresh interpreters, the baseline's ``store_result`` then this tree's (CPU
-    seconds, each child's best of 2 after a warm-up), as section 8 measures it."""
-    workdir = Path(tempfile.mkdtemp(prefix="asc-aprof-baseline-"))
-    try:
-        src = build_baseline(rev, workdir)
-        runs: dict[str, list[float]] = {"baseline": [], "this tree": []}
-        modules: dict[str, str] = {}
-        for _ in range(AB_CHILDREN):
-            for side, where in (("baseline", src), ("this tree", None)):
-                res = ab_child(where, root, 2)
-                runs[side].append(min(res["times"]))
-                modules[side] = res["module"]
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-    if not modules["baseline"].startswith(str(workdir)):
-        raise AssertionError(f"the baseline child imported {modules['baseline']}, not the baseline")
-    base, ours = median(runs["baseline"]), median(runs["this tree"])
-    section.tables.append(
-        Table(
-            f"The task-object path against {rev}: `Profiler.store_result(run_id)` in {AB_CHILDREN} fresh "
-            "interpreters per tree, alternating (CPU seconds, each child's best of 2; median)",
-            ["tree", "median", "all children"],
-            [[side, fmt_s(median(ts)), ", ".join(f"{t:.3f}" for t in ts)] for side, ts in runs.items()],
-        )
-    )
-    ratio = ours / base
-    section.targets.append(
-        Target(
-            f"task-object path (store_result) vs {rev}", "<= 1.05x its time", f"{ratio:.3f}x", ratio <= 1.05
-        )
+    """The task-object path against *rev*, measured as section 8 measures parsing."""
+    counters.ab(
+        section,
+        rev,
+        root,
+        caption="The task-object path against {rev}",
+        target="task-object path (store_result) vs {rev}",
     )
 
 

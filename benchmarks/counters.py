@@ -310,10 +310,18 @@ def run(cfg: Config, data_dir: Path, inputs: dict[str, Path]) -> Section:
     return section
 
 
-def ab(section: Section, rev: str, root: Path) -> None:
+def ab(
+    section: Section,
+    rev: str,
+    root: Path,
+    *,
+    caption: str = "Without counters, against {rev}",
+    target: str = "parsing without counters vs {rev}",
+) -> None:
     """Alternating fresh interpreters, the baseline's store_result then this tree's, each timed
     in CPU seconds (the parse is single-threaded; other processes on a shared machine then shift
-    it less than the wall clock) and kept as its best of 2 runs after a warm-up."""
+    it less than the wall clock) and kept as its best of 2 runs after a warm-up. *caption* and
+    *target* name the table and the target (``{rev}`` is filled in)."""
     workdir = Path(tempfile.mkdtemp(prefix="asc-aprof-baseline-"))
     try:
         src = build_baseline(rev, workdir)
@@ -331,7 +339,7 @@ def ab(section: Section, rev: str, root: Path) -> None:
     base, ours = median(runs["baseline"]), median(runs["this tree"])
     section.tables.append(
         Table(
-            f"Without counters, against {rev}: `Profiler.store_result(run_id)` in {AB_CHILDREN} fresh "
+            f"{caption.format(rev=rev)}: `Profiler.store_result(run_id)` in {AB_CHILDREN} fresh "
             "interpreters per tree, alternating (CPU seconds, each child's best of 2; median)",
             ["tree", "median", "all children"],
             [[side, fmt_s(median(ts)), ", ".join(f"{t:.3f}" for t in ts)] for side, ts in runs.items()],
@@ -339,7 +347,7 @@ def ab(section: Section, rev: str, root: Path) -> None:
     )
     ratio = ours / base
     section.targets.append(
-        Target(f"parsing without counters vs {rev}", "<= 1.05x its time", f"{ratio:.3f}x", ratio <= 1.05)
+        Target(target.format(rev=rev), "<= 1.05x its time", f"{ratio:.3f}x", ratio <= 1.05)
     )
 
 
