@@ -14,8 +14,9 @@ already hold its device, or opens a new one. A window gathers devices until the 
 issues its ``aclprofStart`` (after a re-init if the result path changed); callers arriving later
 wait for the next window. A plain caller meets no artificial delay: callers that arrive while
 the previous window runs, stops or exports batch naturally (a driver's cohort, below, is the
-one exception, and only for windows holding its own devices). The window's config lists all its devices, so one
-start, one ``PROF_*`` directory and one export serve every caller; rows are split by device.
+one exception, and only for windows holding its own devices). The window's config lists all
+its devices, so one start, one ``PROF_*`` directory and one export serve every caller; rows are
+split by device.
 
 **Gathering across a driver's devices.** Without more knowledge, a window starts as soon as the
 collector is free, so devices whose next case is a moment away miss it: a 4-device sweep of 64
