@@ -55,7 +55,10 @@ position, from each candidate's kernels (names and types, in start order), learn
 * **The statistics are unchanged by it**: the signature is read from names and types only,
   never from durations, and every sample is still a call after its part's ``warmup`` dropped
   calls, so no calibration call is a sample (before, the lone calibration call was never one
-  either; the calls measured are the same ``reps`` per part).
+  either; the calls measured are the same ``reps`` per part). The one difference: a new
+  candidate's first sample follows ``2 * warmup`` earlier calls, not ``2 * warmup + 1`` (the
+  lone call is gone); with ``warmup=0`` its first sample is its first call on that device.
+  A flush that fails in its window fails every new candidate of that device's share.
 * Every later part must be exactly that many repetitions of flush kernels then call kernels. A
   part whose kernels do not match (or a window whose kernel count is not the parts' sum) is an
   :class:`~asc_aprof.AttributionError`; since one part's extra kernels shift every later part,
