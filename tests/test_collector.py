@@ -594,3 +594,101 @@ def test_join_many_is_atomic_among_concurrent_joiners(
         p.device for got in taken for p in got
     )
     assert_clean(acl, collector)  # the fake also refused a device twice in one config
+
+
+# -- gathering a driver's devices (cohorts) -------------------------------------------------------------
+
+
+def test_a_window_waits_for_every_device_of_its_cohort(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    with collector.gather(key, [0, 1, 2], linger=60.0):
+        first = [collector.join(key, 0, library_owned=False), collector.join(key, 1, library_owned=False)]
+        assert not first[0].window.started.is_set()
+        assert START not in acl.names(), "a held window started"
+        last = collector.join(key, 2, library_owned=False)
+        assert last.window is first[0].window
+        leave_all(collector, [*first, last])
+    assert acl.names().count(START) == 1
+    assert collector.windows_lingered == 0
+    assert_clean(acl, collector)
+
+
+def test_a_device_that_fails_before_joining_stops_holding_the_others(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    cohort = collector.gather(key, [0, 1, 2], linger=60.0)
+    joined = [collector.join(key, d, library_owned=False) for d in (0, 1)]
+    assert not joined[0].window.started.is_set()
+
+    raised: list[BaseException] = []
+
+    def device_2() -> None:
+        try:
+            with cohort.member(2):
+                raise RuntimeError("its case failed before its profile() began")
+        except RuntimeError as exc:
+            raised.append(exc)
+
+    failing = threading.Thread(target=device_2)
+    failing.start()
+    failing.join(WAIT)
+    assert len(raised) == 1
+    leave_all(collector, joined)  # the window started without device 2
+    assert sorted(joined[0].window.devices) == [0, 1]
+    cohort.close()
+    assert_clean(acl, collector)
+
+
+def test_the_linger_bounds_the_wait_for_a_device_that_never_comes(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    with collector.gather(key, [0, 1], linger=0.02):
+        window = one_cycle(collector, key, 0)
+    assert window.devices == [0]
+    assert collector.windows_lingered == 1
+    assert_clean(acl, collector)
+
+
+def test_a_window_without_cohort_devices_is_never_held(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    with collector.gather(key, [0, 1], linger=60.0):
+        one_cycle(collector, key, 5)  # a lone profile() of another device
+        one_cycle(collector, key_for(toolkit, tmp_path, metrics=2), 0)  # the cohort's device, another key
+    assert collector.windows_lingered == 0
+    assert_clean(acl, collector)
+
+
+def test_closing_a_cohort_releases_its_held_window_and_a_withdrawn_device_can_come_back(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    cohort = collector.gather(key, [0, 1], linger=60.0)
+    cohort.withdraw(1)
+    one_cycle(collector, key, 0)  # device 1 is not expected: no hold
+    cohort.expect(1)
+    held = collector.join(key, 0, library_owned=False)
+    assert not held.window.started.is_set()
+    cohort.close()
+    leave_all(collector, [held])
+    assert collector.windows_lingered == 0
+    assert_clean(acl, collector)
+
+
+def test_a_held_window_whose_callers_all_leave_lets_the_next_one_go(
+    acl: FakeAcl, collector: Collector, toolkit: Toolkit, tmp_path: Path
+) -> None:
+    key = key_for(toolkit, tmp_path)
+    with collector.gather(key, [0, 1], linger=60.0):
+        held = collector.join(key, 0, library_owned=False)
+        other = collector.join(key_for(toolkit, tmp_path, metrics=2), 3, library_owned=False)
+        assert not other.window.started.is_set()  # queued behind the held window
+        collector.leave(held)  # e.g. cancelled while waiting for its start
+        leave_all(collector, [other])
+    assert acl.names().count(START) == 1
+    assert_clean(acl, collector)

@@ -157,13 +157,52 @@ def test_a_device_measures_a_whole_round_in_one_window(toolkit: Toolkit, simctl:
 
     result = Profiler(toolkit=toolkit, progress=seen).tune(range(4), launch_config, cache=False, seed=3)
     assert result.best == 1
-    # one calibration window per candidate, then one window per round for all of them
-    assert len(windows) == 4 + result.rounds
+    # one window per round for all of them: round 0's window also gives each candidate's kernels
+    assert len(windows) == result.rounds
+
+
+def test_kernels_alike_across_candidates_are_calibrated_alone_when_a_window_reads_two_ways(
+    toolkit: Toolkit, simctl: SimControl
+) -> None:
+    """Candidate 0 launches one "tile", candidate 1 two: a window of their parts reads either way
+    by position, so each is calibrated in a window of its own (after the round's, which is kept)."""
+    simctl.set_jitter(0.02, seed=1)
+    windows: list[str] = []
+
+    def seen(event: asc_aprof.ProgressEvent) -> None:
+        if event.kind == "collection_started":
+            windows.append(str(event.run_id))
+
+    def run(config: int, device: int) -> None:
+        sim.launch("tile", device=device, duration_us=30.0, count=config + 1)
+
+    result = Profiler(toolkit=toolkit, progress=seen).tune([0, 1], run, cache=False)
+    assert result.best == 0
+    assert result.candidates[0].median_us == pytest.approx(30.0, rel=0.1)
+    assert result.candidates[1].median_us == pytest.approx(60.0, rel=0.1)
+    assert len(windows) == result.rounds + 2
+
+
+def test_a_call_whose_kernel_count_changes_inside_round_0_fails_alone(
+    toolkit: Toolkit, simctl: SimControl
+) -> None:
+    calls = [0, 0, 0]
+
+    def run(config: int, device: int) -> None:
+        calls[config] += 1
+        sim.launch("tile", device=device, duration_us=10.0 + config)
+        if config == 1 and calls[config] % 3 == 0:
+            sim.launch("extra", device=device, duration_us=1.0)
+
+    result = Profiler(toolkit=toolkit).tune(range(3), run, cache=False)
+    assert result.candidates[1].status is CandidateStatus.FAILED
+    assert "AttributionError" in (result.candidates[1].error or "")
+    assert result.best == 0 and result.candidates[2].status is not CandidateStatus.FAILED
 
 
 def test_a_misbehaving_candidate_in_a_shared_window_fails_alone(toolkit: Toolkit, simctl: SimControl) -> None:
-    """After calibration (2 warm-up calls, 1 alone) candidate 2 launches an extra kernel and 4 raises:
-    each fails with its own error, their neighbours in the window are measured."""
+    """After round 0 (2 warm-up calls, then 2 + 10 in its window) candidate 2 launches an extra
+    kernel and 4 raises: each fails with its own error, their neighbours in the window are measured."""
     simctl.set_jitter(0.03, seed=4)
     speeds = (12.0, 10.0, 10.3, 15.0, 10.6, 11.0)
     calls = [0] * len(speeds)
@@ -171,9 +210,9 @@ def test_a_misbehaving_candidate_in_a_shared_window_fails_alone(toolkit: Toolkit
     def run(config: int, device: int) -> None:
         calls[config] += 1
         sim.launch("tile", device=device, duration_us=speeds[config])
-        if config == 2 and calls[config] > 3:
+        if config == 2 and calls[config] > 14:
             sim.launch("tile", device=device, duration_us=1.0)
-        if config == 4 and calls[config] > 3:
+        if config == 4 and calls[config] > 14:
             raise RuntimeError("tiling 4 ran out of UB")
 
     result = Profiler(toolkit=toolkit).tune(range(len(speeds)), run, cache=False, seed=0)

@@ -806,43 +806,61 @@ class AsyncProfiler(ProfilerBase):
             tg: anyio.abc.TaskGroup,
             out: MemoryObjectSendStream[SweepItem[CaseT]],
         ) -> None:
+            # However the worker ends (no more cases, cancelled), windows stop waiting for it.
             async with out:
-                while True:
-                    call: Call | None = None
-                    if first is not None:
-                        (case, pinned, misplaced), call = first
-                        first = None
-                    else:
+                with cohort.member(device) if cohort is not None else contextlib.nullcontext():
+                    await work(device, first, tg, out)
+
+        async def work(
+            device: int,
+            first: tuple[tuple[CaseT, int, UsageError | None], Call | None] | None,
+            tg: anyio.abc.TaskGroup,
+            out: MemoryObjectSendStream[SweepItem[CaseT]],
+        ) -> None:
+            while True:
+                call: Call | None = None
+                if first is not None:
+                    (case, pinned, misplaced), call = first
+                    first = None
+                else:
+                    got = scheduler.take_nowait(device)
+                    if got is None:
+                        # Unpinned, a place freed by the consumer gives this device the next
+                        # case soon: windows keep waiting for it. Pinned, nobody knows.
+                        if cohort is not None and placement is not None:
+                            cohort.withdraw(device)
                         got = await scheduler.take(device)
                         if got is None:
                             return
-                        case, pinned, misplaced = got
-                    if misplaced is not None:
-                        await out.send(SweepItem(case, pinned, None, misplaced))
-                        continue
-                    if bench is not None:
-                        await bench_case(case, device, out)
-                        continue
-                    if call is None:
-                        call = self._call(device, metrics, profile_types, counters=counters)
-                    try:
-                        await drive_async(call.enter())
-                    except Exception as exc:
-                        await out.send(SweepItem(case, device, None, exc))
-                        continue
-                    try:
-                        await call_run(case, device)
-                    except Exception as exc:
-                        await drive_async(call.abort())
-                        await out.send(SweepItem(case, device, None, exc))
-                        continue
-                    except BaseException:
-                        await drive_async(call.abort())
-                        raise
-                    # Leave before handing over: a finish task cancelled before it runs must not
-                    # keep the window open.
-                    call.leave()
-                    tg.start_soon(finish, call, case, out.clone())
+                        if cohort is not None:
+                            cohort.expect(device)
+                    case, pinned, misplaced = got
+                if misplaced is not None:
+                    await out.send(SweepItem(case, pinned, None, misplaced))
+                    continue
+                if bench is not None:
+                    await bench_case(case, device, out)
+                    continue
+                if call is None:
+                    call = self._call(device, metrics, profile_types, counters=counters)
+                try:
+                    await drive_async(call.enter())
+                except Exception as exc:
+                    await out.send(SweepItem(case, device, None, exc))
+                    continue
+                try:
+                    await call_run(case, device)
+                except Exception as exc:
+                    await drive_async(call.abort())
+                    await out.send(SweepItem(case, device, None, exc))
+                    continue
+                except BaseException:
+                    await drive_async(call.abort())
+                    raise
+                # Leave before handing over: a finish task cancelled before it runs must not
+                # keep the window open.
+                call.leave()
+                tg.start_soon(finish, call, case, out.clone())
 
         # The first round joins one window atomically, so it covers every device from the start.
         firsts: list[tuple[int, tuple[CaseT, int, UsageError | None]]] = []
@@ -863,19 +881,26 @@ class AsyncProfiler(ProfilerBase):
             self._remember(first_round[0].window)
         calls = {p.device: self._call_of(p, counters=counters) for p in first_round}
         first_of = {device: got for device, got in firsts}
+        # Later windows wait for every device still working (see asc_aprof._collector).
+        cohort = (
+            get_collector().gather(self._key(metrics, profile_types), device_list)
+            if len(device_list) > 1
+            else None
+        )
 
-        async with anyio.create_task_group() as tg:
-            async with send:
-                for device in device_list:
-                    got = first_of.get(device)
-                    first = None
-                    if got is not None:
-                        # a misplaced first case joined no window: the worker sends its error
-                        first = (got, calls.get(device))
-                    tg.start_soon(worker, device, first, tg, send.clone())
-            items = SweepItems(receive, scheduler.received)
-            try:
-                yield items
-            finally:
-                tg.cancel_scope.cancel()
-                await receive.aclose()
+        with cohort if cohort is not None else contextlib.nullcontext():
+            async with anyio.create_task_group() as tg:
+                async with send:
+                    for device in device_list:
+                        got = first_of.get(device)
+                        first = None
+                        if got is not None:
+                            # a misplaced first case joined no window: the worker sends its error
+                            first = (got, calls.get(device))
+                        tg.start_soon(worker, device, first, tg, send.clone())
+                items = SweepItems(receive, scheduler.received)
+                try:
+                    yield items
+                finally:
+                    tg.cancel_scope.cancel()
+                    await receive.aclose()

@@ -12,9 +12,26 @@ Concurrency comes from *collection windows* (group commit). A caller :meth:`Coll
 the first queued window with its key (toolkit, result path, metrics, data types) that does not
 already hold its device, or opens a new one. A window gathers devices until the collector thread
 issues its ``aclprofStart`` (after a re-init if the result path changed); callers arriving later
-wait for the next window. There is no artificial delay: callers that arrive while the previous
-window runs, stops or exports batch naturally. The window's config lists all its devices, so one
-start, one ``PROF_*`` directory and one export serve every caller; rows are split by device.
+wait for the next window. A plain caller meets no artificial delay: callers that arrive while
+the previous window runs, stops or exports batch naturally (a driver's cohort, below, is the
+one exception, and only for windows holding its own devices). The window's config lists all
+its devices, so one start, one ``PROF_*`` directory and one export serve every caller; rows are
+split by device.
+
+**Gathering across a driver's devices.** Without more knowledge, a window starts as soon as the
+collector is free, so devices whose next case is a moment away miss it: a 4-device sweep of 64
+short cases made 42-55 windows where 16 would do, each with its own stop and read. A driver that
+runs cases on devices of its own (a sweep's workers, a tune's per-device plans) says so with a
+:class:`Cohort` (:meth:`Collector.gather`): the devices that will join windows of one key next.
+A queued window holding at least one of a cohort's devices is *held* while some other device of
+that cohort has not joined it, until all have or the cohort's *linger* (default
+:data:`DEFAULT_LINGER`, counted from the moment the window could have started) runs out. A
+device leaves the expected set when its driver has nothing more for it, fails or is cancelled
+(:meth:`Cohort.withdraw`, or leaving :meth:`Cohort.member`'s block), which re-evaluates the hold
+at once, so a failing or cancelled device never keeps the others waiting beyond that. Nothing
+waits on a thread of its own: a hold is a deadline the collector thread sleeps towards (its job
+queue's timeout) and every join or withdrawal re-checks it. A window with no cohort device (a
+plain ``profile()``) is never held: a lone caller is never delayed.
 
 Each caller :meth:`Window.leave`\\ s when its body ends. The last one out submits the stop: stop,
 destroy (always, even when stop failed) and, when no window is waiting or the stop failed,
@@ -33,11 +50,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import heapq
+import itertools
 import os
 import queue
 import shutil
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -54,6 +74,10 @@ from ._toolkit import Toolkit
 DeviceTasks = tuple[tuple[ProfilingTask, ...], TaskCounters | None]
 
 DEFAULT_CALL_TIMEOUT: Final = 120.0
+#: Seconds a window held for a cohort's missing devices waits at most. Far below a real
+#: collection's cost (seconds with CANN), far above the gap between a device leaving one window
+#: and joining the next (microseconds to a read's few milliseconds).
+DEFAULT_LINGER: Final = 0.05
 NOT_INITIALISED: Final = 100043
 
 
@@ -216,6 +240,8 @@ class Window:
         self.devices: list[int] = []  # guarded by Collector._lock
         self.state = WindowState.GATHERING  # guarded by Collector._lock
         self.bodies = 0  # guarded by Collector._lock: bodies still running
+        #: guarded by Collector._lock: when a hold for a cohort's missing devices ends (None: not held)
+        self.hold_until: float | None = None
         self.config: ProfilerConfig | None = None  # collector thread only
         # Set by the collector thread before ``started``/``stopped`` are set; read after them.
         self.run_dir: Path | None = None
@@ -316,20 +342,92 @@ def removed_runs_in(root: Path) -> list[tuple[Path, str]]:
         return [(path, why) for path, why in _removed.items() if path.parent == root]
 
 
+class Cohort:
+    """Devices a driver will run in windows of one key next (see "Gathering" in the module docstring).
+
+    Made by :meth:`Collector.gather`; :meth:`close` (or leaving its ``with`` block) ends it. Its
+    expected devices are guarded by the collector's lock.
+    """
+
+    __slots__ = ("_collector", "devices", "key", "linger")
+
+    def __init__(self, collector: Collector, key: WindowKey, devices: Iterable[int], linger: float) -> None:
+        self._collector = collector
+        self.key = key
+        self.linger = linger
+        self.devices = set(devices)  # guarded by Collector._lock
+
+    def expect(self, device: int) -> None:
+        """*device* will join a window soon again (it has its next case)."""
+        self._collector._change(self, device, True)
+
+    def withdraw(self, device: int) -> None:
+        """*device* will not join soon (done, failed, cancelled, or waiting for work): stop waiting for it."""
+        self._collector._change(self, device, False)
+
+    @contextlib.contextmanager
+    def member(self, device: int) -> Iterator[None]:
+        """The block runs *device*'s part; however it ends, the device is withdrawn."""
+        try:
+            yield
+        finally:
+            self.withdraw(device)
+
+    def close(self) -> None:
+        self._collector._close(self)
+
+    def __enter__(self) -> Cohort:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _nothing() -> None:
+    pass
+
+
 class _CallThread:
-    """One dedicated daemon thread running submitted jobs in order."""
+    """One dedicated daemon thread running submitted jobs in order, and timed jobs when they are due."""
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._timers_lock = threading.Lock()
+        self._timers: list[tuple[float, int, Callable[[], None]]] = []  # guarded by _timers_lock (a heap)
+        self._order = itertools.count()  # guarded by _timers_lock
         self._thread = threading.Thread(target=self._run, name="asc-aprof-collector", daemon=True)
         self._thread.start()
 
     def submit(self, job: Callable[[], None]) -> None:
         self._jobs.put(job)
 
+    def call_at(self, deadline: float, job: Callable[[], None]) -> None:
+        """Run *job* on this thread once ``time.monotonic()`` reaches *deadline* (after queued jobs)."""
+        with self._timers_lock:
+            heapq.heappush(self._timers, (deadline, next(self._order), job))
+        self._jobs.put(_nothing)  # wake the loop so it sleeps towards the new deadline
+
+    def _due(self) -> tuple[list[Callable[[], None]], float | None]:
+        """The timed jobs due now, and how long until the next one (None: no timer)."""
+        now = time.monotonic()
+        due = []
+        with self._timers_lock:
+            while self._timers and self._timers[0][0] <= now:
+                due.append(heapq.heappop(self._timers)[2])
+            wait = self._timers[0][0] - now if self._timers else None
+        return due, wait
+
     def _run(self) -> None:
         while True:
-            job = self._jobs.get()
+            due, wait = self._due()
+            for job in due:
+                job()
+            if due:
+                continue
+            try:
+                job = self._jobs.get(timeout=wait)
+            except queue.Empty:
+                continue
             job()  # jobs catch their own exceptions
 
 
@@ -345,8 +443,11 @@ class Collector:
         self._inited: tuple[Path, Path] | None = None  # (library, result path)
         self._interfaces: dict[Path, MsprofInterface] = {}
         self._undestroyed: list[tuple[MsprofInterface, ProfilerConfig]] = []
+        self._cohorts: list[Cohort] = []  # guarded by _lock
         self._thread = _CallThread()
         self.windows_started = 0
+        #: windows that started because a cohort's linger ran out with devices missing (diagnostics)
+        self.windows_lingered = 0  # guarded by _lock
 
     # -- joining and leaving -----------------------------------------------------------------------
     def join(self, key: WindowKey, device: int, *, library_owned: bool) -> Participant:
@@ -404,6 +505,7 @@ class Collector:
                     window.state = WindowState.STOPPED
                     window.started.set()
                     window.stopped.set()
+                self._kick_locked()  # a held window may be complete now, or gone (the next one goes)
                 return False
             if window.state is WindowState.STOPPED:
                 return False
@@ -421,8 +523,62 @@ class Collector:
     def _kick_locked(self) -> None:
         if self._active is None and self._queue:
             window = self._queue[0]
+            if window.state is WindowState.GATHERING and self._held_locked(window):
+                return
             self._active = window
             self._thread.submit(lambda: self._start_window(window))
+
+    def _held_locked(self, window: Window) -> bool:
+        """Whether *window* waits for a cohort's missing devices (arming its linger the first time)."""
+        present = set(window.devices)
+        linger: float | None = None
+        for cohort in self._cohorts:
+            if cohort.key == window.key and cohort.devices & present and cohort.devices - present:
+                linger = cohort.linger if linger is None else min(linger, cohort.linger)
+        if linger is None:
+            return False
+        now = time.monotonic()
+        if window.hold_until is None:
+            window.hold_until = now + linger
+            self._thread.call_at(window.hold_until, self._linger_over)
+        if now < window.hold_until:
+            return True
+        self.windows_lingered += 1
+        return False
+
+    def _linger_over(self) -> None:
+        with self._lock:
+            self._kick_locked()
+
+    # -- cohorts ------------------------------------------------------------------------------------
+    def gather(self, key: WindowKey, devices: Iterable[int], *, linger: float | None = None) -> Cohort:
+        """Hold windows of *key* for *devices* (see "Gathering" in the module docstring).
+
+        :param linger: seconds a window waits at most for missing devices (default
+            :data:`DEFAULT_LINGER`)
+        """
+        wait = DEFAULT_LINGER if linger is None else float(linger)
+        if not wait >= 0:
+            raise UsageError(f"linger must be >= 0 seconds, got linger={linger}")
+        cohort = Cohort(self, key, devices, wait)
+        with self._lock:
+            self._cohorts.append(cohort)
+        return cohort
+
+    def _change(self, cohort: Cohort, device: int, expected: bool) -> None:
+        with self._lock:
+            if expected:
+                cohort.devices.add(device)
+            else:
+                cohort.devices.discard(device)
+                self._kick_locked()
+
+    def _close(self, cohort: Cohort) -> None:
+        with self._lock:
+            if cohort in self._cohorts:
+                self._cohorts.remove(cohort)
+            cohort.devices.clear()
+            self._kick_locked()
 
     # -- the collector thread --------------------------------------------------------------------
     def interface(self, toolkit: Toolkit) -> MsprofInterface:

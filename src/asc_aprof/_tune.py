@@ -36,18 +36,39 @@ With ``racing=False`` nothing is eliminated: every candidate is measured to the 
 candidate always runs first (after a cold device) or right after another (in its L2 state);
 the shuffled order is also the order on each device.
 
-**Windows.** A collection window costs far more than the calls in it (stop, export, parse:
-about 0.1 s with the simulator, seconds with real CANN), so a device measures its whole share
-of a round in **one window**: each candidate's part is ``warmup + reps`` repetitions of the
-optional ``flush`` then the call, the first ``warmup`` of them dropped. The parts are told apart
-by position: a candidate's first round calibrates it as :meth:`~asc_aprof.Profiler.bench`
-does, after ``warmup`` calls outside any window: one call alone in a window gives its kernels
-(names and types, in start order), one flush alone (once per device) the flush's, and every
-later part must be exactly that many repetitions of flush kernels then call kernels. A part
-whose kernels do not match (or a window whose kernel count is not the parts' sum) is an
-:class:`~asc_aprof.AttributionError`; since one part's extra kernels shift every later part,
-such a window's parts are all measured again, one window each, so the error lands on the
-candidate that caused it (a part whose call raised fails at once; the others are re-measured).
+**Windows.** A collection window costs far more than the calls in it (stop, read: ~15 ms with
+the simulator, seconds with real CANN), so a device measures its whole share of a round in
+**one window**: each candidate's part is ``warmup + reps`` repetitions of the optional
+``flush`` then the call, the first ``warmup`` of them dropped. The parts are told apart by
+position, from each candidate's kernels (names and types, in start order), learned as follows.
+
+* **Calibration is folded into round 0.** A new candidate gets ``warmup`` calls outside any
+  window (as :meth:`~asc_aprof.Profiler.bench` warms up), then its part in the round's window
+  like any other; the flush's kernels come from one window of a flush alone, once per device.
+  The new candidates' kernels are read off that window: each part must be its calls' count of
+  repetitions of one signature (flush kernels, then k >= 1 call kernels), and when exactly one
+  choice of every new candidate's k fits the window, those are the signatures (:func:`_fold`).
+  When none fits, or several do (candidates launching kernels alike, e.g. one ``tile`` against
+  two, read either way by position), each new candidate is calibrated as before, one call alone
+  in a window, and the round's window, kept, is split with those signatures. So a device spends
+  one window on round 0, not one more per candidate, unless its kernels are ambiguous.
+* **The statistics are unchanged by it**: the signature is read from names and types only,
+  never from durations, and every sample is still a call after its part's ``warmup`` dropped
+  calls, so no calibration call is a sample (before, the lone calibration call was never one
+  either; the calls measured are the same ``reps`` per part). The one difference: a new
+  candidate's first sample follows ``2 * warmup`` earlier calls, not ``2 * warmup + 1`` (the
+  lone call is gone); with ``warmup=0`` its first sample is its first call on that device.
+  A flush that fails in its window fails every new candidate of that device's share.
+* Every later part must be exactly that many repetitions of flush kernels then call kernels. A
+  part whose kernels do not match (or a window whose kernel count is not the parts' sum) is an
+  :class:`~asc_aprof.AttributionError`; since one part's extra kernels shift every later part,
+  such a window's parts are all measured again, one window each, so the error lands on the
+  candidate that caused it (a part whose call raised fails at once; the others are re-measured).
+
+With several devices, a round's windows are shared: the devices measuring a share form a
+:class:`~asc_aprof._collector.Cohort`, so each window waits (bounded) until every device still
+measuring joined it, and a round is one window for all of them rather than one per device that
+happened to be late.
 
 **Failures.** A request that raises (the run function or the flush: the window goes on with
 the next part; attribution; the collection: the window's parts are retried alone) marks its
@@ -71,6 +92,7 @@ process with the same key, candidates and platform gets the stored table back
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import enum
 import functools
@@ -89,6 +111,7 @@ from typing import Any, Final, Generic, TypeVar
 import anyio
 
 from ._bench import DEFAULT_BENCH_TYPES, AttributionError, Signature, _call_times, _signature, attribute
+from ._collector import Cohort, get_collector
 from ._enums import AicoreMetrics
 from ._errors import AprofError, InvalidArgumentError
 from ._records import ProfilingTask
@@ -650,31 +673,48 @@ def device_plan(
         if flush and c is not None and c.flush is not None:
             flush_sig = c.flush
     for r in requests:
-        if calibration[r.index] is not None:
-            continue
-        if warmup:
+        if calibration[r.index] is None and warmup:
             warmed = yield Warm(r.index, warmup)
             if warmed is not None:
                 out[r.index] = warmed
-                continue
+    if flush_sig is None and len(out) < len(requests):
+        # The flush's kernels, once per device: every part with a flush needs them.
+        window = yield Collect((Part(None, 1, True),))
         try:
-            window = yield Collect((Part(r.index, 1, False),))
-            call = _signature(_alone(window, device, types)[0])
-            if flush_sig is None:
-                window = yield Collect((Part(None, 1, True),))
-                flush_sig = _signature(
-                    [t for t in _alone(window, device, types, call=False)[1] if t.type in types]
-                )
+            flushed = _alone(window, device, types, call=False)[1]
+            flush_sig = _signature([t for t in flushed if t.type in types])
         except Exception as exc:
-            out[r.index] = exc
-            continue
-        calibration[r.index] = Calibration(call, flush_sig if flush else None)
+            for r in requests:
+                out.setdefault(r.index, exc)
+            return out
     pending = [r for r in requests if r.index not in out]
     alone = False
     while pending:
         group = pending[:1] if alone else pending
         parts = tuple(Part(r.index, warmup + r.reps, flush) for r in group)
         window = yield Collect(parts)
+        unknown = [k for k, r in enumerate(group) if calibration[r.index] is None]
+        if unknown and not isinstance(window, BaseException) and window.raised is None:
+            assert flush_sig is not None
+            learned = _fold(window.tasks, parts, [calibration[r.index] for r in group], flush_sig, types)
+            if learned is None:
+                # No single reading fits: learn each new call alone; the window is split after.
+                for k in unknown:
+                    try:
+                        single = yield Collect((Part(group[k].index, 1, False),))
+                        call = _signature(_alone(single, device, types)[0])
+                    except Exception as exc:
+                        out[group[k].index] = exc
+                        continue
+                    calibration[group[k].index] = Calibration(call, flush_sig if flush else None)
+                if any(r.index in out for r in group):
+                    # a part whose kernels are unknown cannot be skipped: the others go again alone
+                    pending = [r for r in pending if r.index not in out]
+                    alone = True
+                    continue
+            else:
+                for k, call in zip(unknown, learned, strict=True):
+                    calibration[group[k].index] = Calibration(call, flush_sig if flush else None)
         cals = [calibration[r.index] for r in group]
         failed: tuple[int, BaseException] | None
         measured: list[tuple[float, ...]] = []
@@ -698,6 +738,77 @@ def device_plan(
             pending = [r for r in pending if r.index not in out]
             alone = True
     return out
+
+
+#: Readings :func:`_fold` tries before it gives up (the window is then calibrated part by part).
+_FOLD_BUDGET: Final = 10_000
+
+
+def _fold(
+    tasks: Sequence[ProfilingTask],
+    parts: Sequence[Part],
+    calibrations: Sequence[Calibration | None],
+    flush_sig: Signature,
+    types: Collection[str],
+) -> list[Signature] | None:
+    """The call signatures of the uncalibrated parts, when exactly one reading of the window fits.
+
+    A part is ``calls`` repetitions of the flush's kernels (with a flush) then one call's. A
+    calibrated part's repetition is known; an uncalibrated one's call is any k >= 1 kernels,
+    and every repetition must equal the part's first. Readings are searched part by part;
+    None when none fits, more than one does (kernels alike across candidates can be read more
+    than one way), or the search runs past its budget.
+    """
+    sigs = _signature([t for t in tasks if t.type in types])
+    total = len(sigs)
+    units: list[Signature | None] = [
+        None if cal is None else (flush_sig if part.flush else ()) + cal.call
+        for part, cal in zip(parts, calibrations, strict=True)
+    ]
+    # the fewest kernels parts p.. can hold, to prune readings that leave too few for the rest
+    least = [0] * (len(parts) + 1)
+    for p in range(len(parts) - 1, -1, -1):
+        unit = units[p]
+        size = len(unit) if unit is not None else len(flush_sig if parts[p].flush else ()) + 1
+        least[p] = least[p + 1] + parts[p].calls * size
+    found: list[tuple[Signature, ...]] = []
+    budget = _FOLD_BUDGET
+
+    def repeats(at: int, unit: Signature, calls: int) -> bool:
+        size = len(unit)
+        return all(sigs[at + i * size : at + (i + 1) * size] == unit for i in range(calls))
+
+    def search(p: int, at: int, chosen: list[Signature]) -> None:
+        nonlocal budget
+        if len(found) > 1 or budget <= 0:
+            return
+        if p == len(parts):
+            if at == total:
+                found.append(tuple(chosen))
+            return
+        part, known = parts[p], units[p]
+        if known is not None:
+            end = at + part.calls * len(known)
+            if end + least[p + 1] <= total and repeats(at, known, part.calls):
+                search(p + 1, end, chosen)
+            return
+        lead = flush_sig if part.flush else ()
+        k = 1
+        while at + part.calls * (len(lead) + k) + least[p + 1] <= total and len(found) < 2:
+            budget -= 1
+            if budget <= 0:
+                return
+            unit = sigs[at : at + len(lead) + k]
+            if unit[: len(lead)] == lead and repeats(at, unit, part.calls):
+                chosen.append(unit[len(lead) :])
+                search(p + 1, at + part.calls * len(unit), chosen)
+                chosen.pop()
+            k += 1
+
+    search(0, 0, [])
+    if len(found) != 1 or budget <= 0:
+        return None
+    return list(found[0])
 
 
 def _alone(
@@ -878,7 +989,11 @@ def measure_sync(
 ) -> dict[int, Outcome]:
     """One round's *requests* on *devices*, one thread per device (also each Ray node's part)."""
 
-    def one(device: int, share: Sequence[Request]) -> dict[int, Outcome]:
+    def one(device: int, share: Sequence[Request], cohort: Cohort | None = None) -> dict[int, Outcome]:
+        with cohort.member(device) if cohort is not None else contextlib.nullcontext():
+            return run_plan(device, share)
+
+    def run_plan(device: int, share: Sequence[Request]) -> dict[int, Outcome]:
         steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
         outcome: Any = None
         while True:
@@ -902,8 +1017,11 @@ def measure_sync(
     out: dict[int, Outcome] = {}
     if len(shares) == 1:
         return one(devices[0], shares[0])
-    with concurrent.futures.ThreadPoolExecutor(len(shares), thread_name_prefix="asc-aprof-tune") as pool:
-        for f in [pool.submit(one, d, s) for d, s in zip(devices, shares, strict=False)]:
+    # Each window waits for every device still measuring its share (see asc_aprof._collector).
+    cohort = get_collector().gather(profiler._key(_metric(), None), devices[: len(shares)])
+    pool = concurrent.futures.ThreadPoolExecutor(len(shares), thread_name_prefix="asc-aprof-tune")
+    with cohort, pool:
+        for f in [pool.submit(one, d, s, cohort) for d, s in zip(devices, shares, strict=False)]:
             out.update(f.result())
     return out
 
@@ -984,7 +1102,11 @@ async def measure_async(
 
     out: dict[int, Outcome] = {}
 
-    async def one(device: int, share: Sequence[Request]) -> None:
+    async def one(device: int, share: Sequence[Request], cohort: Cohort | None) -> None:
+        with cohort.member(device) if cohort is not None else contextlib.nullcontext():
+            await run_plan(device, share)
+
+    async def run_plan(device: int, share: Sequence[Request]) -> None:
         steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
         outcome: Any = None
         while True:
@@ -1005,9 +1127,16 @@ async def measure_async(
             except Exception as exc:
                 outcome = exc
 
-    async with anyio.create_task_group() as tg:
-        for device, share in zip(devices, split(requests, len(devices)), strict=False):
-            tg.start_soon(one, device, share)
+    shares = split(requests, len(devices))
+    cohort = (
+        get_collector().gather(profiler._key(_metric(), None), devices[: len(shares)])
+        if len(shares) > 1
+        else None
+    )
+    with cohort if cohort is not None else contextlib.nullcontext():
+        async with anyio.create_task_group() as tg:
+            for device, share in zip(devices, shares, strict=False):
+                tg.start_soon(one, device, share, cohort)
     return out
 
 

@@ -32,9 +32,9 @@ Theory of operation
 race and the cache, written once for every driver) with the same actors: the configurations,
 ``run`` and ``flush`` are pickled to each actor once (``setup_tune``); each round's requests are
 dealt to the live nodes by NPU count (:func:`deal`) and each actor measures its share with
-:func:`asc_aprof._tune.measure_sync` on its NPUs (one thread and one window per device per
-round), returning each candidate's samples and calibration, which the driver sends back with
-the candidate's next request wherever it runs. A node whose round fails (its actor died) turns
+:func:`asc_aprof._tune.measure_sync` on its NPUs (one thread per device, the devices sharing
+one window per round), returning each candidate's samples and calibration, which the driver
+sends back with the candidate's next request wherever it runs. A node whose round fails (its actor died) turns
 that round's candidates on it into :class:`NodeLost` failures and gets no more rounds; when no
 node is left, the remaining candidates fail the same way. The platform for the cache key comes
 from one empty window on the first node.
@@ -430,8 +430,8 @@ def ray_tune(
 
     ``ray.init()`` done by the caller. One actor per node with NPUs (as :func:`ray_sweep`) keeps
     the configurations, *run* and *flush* (pickled once) and measures its share of each round on
-    its NPUs (node-local device ids, one window per device per round); the race, the cache and
-    the result are :func:`~asc_aprof.tune`'s. *options* are its keywords (``key``, ``rel_width``,
+    its NPUs (node-local device ids, one window per round shared by its devices); the race, the
+    cache and the result are :func:`~asc_aprof.tune`'s. *options* are its keywords (``key``, ``rel_width``,
     ``seed``, ``racing``, ``retune``, ``cache_dir``, ``chip``, ``cann``...); the cache lives on
     this (the driver's) machine. A failing candidate is a row; a node that dies fails its
     candidates of that round with :class:`NodeLost` and later rounds use the others.

@@ -33,7 +33,8 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
 - kernels launched with :func:`launch` (recorded only on profiled devices; the PMU counters a
   launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`),
   with run-to-run noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default),
-  modelled call latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
+  modelled call latencies, simulated device time (:meth:`SimControl.set_device_time`: off by
+  default), injected failures (:meth:`SimControl.inject`), a wall-clock offset
   (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
   same result path (:meth:`SimControl.write_foreign_run`,
   :meth:`SimControl.foreign_run_on_next_start`).
@@ -55,6 +56,7 @@ import math
 import os
 import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
@@ -179,6 +181,11 @@ class SimControl:
 
     def __init__(self, library: Path) -> None:
         self.library = library
+        self._clock_lock = threading.Lock()
+        self._device_time = False  # guarded by _clock_lock
+        self._busy_until: dict[int, float] = {}  # guarded by _clock_lock: device -> monotonic end
+        self._now = time.monotonic  # the device clock's source and its wait (tests replace them)
+        self._sleep = time.sleep
         lib = ctypes.CDLL(str(library))
         self._lib = lib
         c_int, c_char_p, c_uint32 = ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32
@@ -398,6 +405,40 @@ class SimControl:
                 f"outlier_factor={outlier_factor!r})"
             )
 
+    def set_device_time(self, enabled: bool) -> None:
+        """Make every later :func:`launch` occupy its device for the kernels' modelled time.
+
+        Off (the default, and after :meth:`reset`), a launch returns at once: simulated kernels
+        take no wall time, so a benchmark's wall time is the library's own work. On, it models an
+        NPU running the kernels: each device has a busy-until clock, a launch of *count* kernels
+        of *duration_us* starts when the device is free (launches on one device serialise,
+        different devices run concurrently, whether or not the device is being profiled) and
+        returns after ``count * duration_us`` of device time, waiting in a sleep (no CPU, the GIL
+        released). The recorded durations stay the modelled ones; the occupancy uses the nominal
+        *duration_us* (jitter changes the recorded durations, not the wait).
+        """
+        with self._clock_lock:
+            self._device_time = bool(enabled)
+            self._busy_until.clear()
+
+    @property
+    def device_time(self) -> bool:
+        """Whether launches occupy their device (:meth:`set_device_time`)."""
+        with self._clock_lock:
+            return self._device_time
+
+    def _occupy(self, device: int, seconds: float) -> None:
+        """Run *seconds* of device time on *device* after what it already runs; return when done."""
+        with self._clock_lock:
+            if not self._device_time or seconds <= 0:
+                return
+            now = self._now()
+            end = max(now, self._busy_until.get(device, now)) + seconds
+            self._busy_until[device] = end
+        delay = end - self._now()
+        if delay > 0:
+            self._sleep(delay)
+
     def inject(self, function: str, code: int, times: int = 1) -> None:
         """Make the next *times* calls of *function* return *code* (CreateConfig: NULL), doing nothing."""
         if function not in FUNCTIONS:
@@ -430,9 +471,10 @@ class SimControl:
         """Finalize whatever runs, free every config, clear faults, latencies and modes (tests).
 
         The settings go back to their defaults: CANN 8.5, chip 910B, clock offset 0, no foreign
-        run armed, no pending ``aclprofSetConfig`` path.
+        run armed, no pending ``aclprofSetConfig`` path, no device time.
         """
         self._lib.aprofsim_reset()
+        self.set_device_time(False)
 
     def launch(
         self,
@@ -476,6 +518,7 @@ class SimControl:
                 "non-empty without control characters, duration in (0, 1e9] us, device below the "
                 "device count"
             )
+        self._occupy(device, count * duration_us / 1e6)
         running = self.running_devices() if recorded == 0 and count > 0 else []
         # Launching while nothing is profiled is just running a kernel (warm-up, a correctness
         # test): silent. Launching on another device than the ones profiled may be a wrong device
@@ -578,6 +621,11 @@ def launch(
     ops show a hashed binary name there, Ascend C kernels their own name; default: *name*).
     *jitter* is the sigma of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`;
     None: the process setting, 0: exact durations).
+
+    With device time on (:meth:`SimControl.set_device_time`), the call returns after the device
+    has run the kernels (``count * duration_us``, after the device's earlier launches), as a
+    synchronous launch on an NPU would; off (the default), at once. It waits in ``time.sleep``:
+    from a coroutine, run it in a worker thread (``anyio.to_thread.run_sync``).
 
     *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names,
     :data:`COUNTER_COLUMNS`; None writes ``N/A``), e.g. ``{"aiv_vec_ratio": 0.82}``; a column
