@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
@@ -30,6 +31,7 @@ from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
     SQE_TYPES,
+    StarsColumns,
     StarsRecord,
     SubtaskRecord,
     api_records,
@@ -42,7 +44,7 @@ from ._decode import (
     key_values,
     node_basic_records,
     records,
-    stars_records,
+    stars_columns,
     task_track_records,
     ts_track_flips,
     type_info_dic,
@@ -249,9 +251,12 @@ class DeviceClock:
     local_offset: float  # µs: start_info collectionTimeBegin - clockMonotonicRaw / 1000
     collect_begin: str  # start_info collectionTimeBegin, as text
     offset: decimal.Decimal = dataclasses.field(init=False)
+    # repr(local_offset) as an integer and its number of decimals (None: exponent form)
+    _offset_digits: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
+        object.__setattr__(self, "_offset_digits", _repr_digits(self.local_offset))
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -266,6 +271,36 @@ class DeviceClock:
         value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
         return str(value.quantize(_MILLI, context=_DECIMAL))
 
+    def printed(self, ns: float) -> tuple[str, int]:
+        """(:meth:`local`, the same value as integer ns), in integer arithmetic where it is exact.
+
+        ``local`` adds two decimals read from ``repr`` strings (``Decimal(repr(x))`` is exactly
+        the integer of repr's digits over a power of ten) in a 28-digit context and rounds half
+        even to 3 decimals. With both digit strings as integers over a common power of ten, the
+        sum is the same integer; below 10**28 the Decimal sum is exact, so rounding that integer
+        half even gives the same 3-decimal value. Anything else (exponent forms, sums of 28
+        digits or more, values below 1 µs) takes the Decimal path.
+        """
+        digits = _repr_digits(ns)
+        offset = self._offset_digits
+        if digits is not None and offset is not None:
+            value, places = digits  # ns = value / 10**places, so µs = value / 10**(places + 3)
+            off_value, off_places = offset
+            scale = max(places + 3, off_places)
+            total = value * _TEN[scale - places - 3] + off_value * _TEN[scale - off_places]
+            if 0 < total < _DIGITS_LIMIT:
+                if scale > 3:
+                    unit = _TEN[scale - 3]
+                    quotient, rest = divmod(total, unit)
+                    if 2 * rest > unit or (2 * rest == unit and quotient & 1):
+                        quotient += 1
+                else:
+                    quotient = total * _TEN[3 - scale]
+                if 1000 <= quotient < _DIGITS_LIMIT:
+                    return f"{quotient // 1000}.{quotient % 1000:03d}", quotient
+        start = self.local(ns)
+        return start, int(decimal.Decimal(start) * 1000)
+
     def kept(self, start: str, duration_us: float) -> bool:
         """The exporter's filter: tasks that started before the collection are dropped.
 
@@ -278,6 +313,22 @@ class DeviceClock:
             return True
         end = _DECIMAL.add(decimal.Decimal(start), decimal.Decimal(repr(duration_us)))
         return cell > begin or cell < begin < str(end.quantize(_MILLI, context=_DECIMAL))
+
+
+#: Powers of ten for :meth:`DeviceClock.printed`: repr writes a float without exponent only
+#: from 1e-4 to 1e16, so with at most 21 decimals (24 once in µs).
+_TEN: Final = tuple(10**n for n in range(32))
+_DIGITS_LIMIT: Final = 10**28  # the Decimal context's precision
+
+
+def _repr_digits(value: float) -> tuple[int, int] | None:
+    """``repr(value)`` as (its digits as an integer, the number of decimals), or None for the
+    exponent form, infinities and NaN."""
+    text = repr(value)
+    if "e" in text or "n" in text:
+        return None
+    whole, _, fraction = text.partition(".")
+    return int(whole + fraction), len(fraction)
 
 
 def _number(value: object, what: str) -> float:
@@ -341,6 +392,10 @@ class _DeviceTask(NamedTuple):
     end_cycles: int
 
 
+_START: Final = operator.itemgetter(4)  # _DeviceTask.start, _Ascend.start
+#: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
+_new: Final[Any] = tuple.__new__
+
 _PLACE_HOLDER_SQE: Final = 3
 #: op_summary's type of every row of a run in which no kernel ran.
 PLACE_HOLDER_TYPE: Final = SQE_TYPES[_PLACE_HOLDER_SQE]
@@ -371,55 +426,106 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
 def _device_tasks(
     stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
 ) -> list[_DeviceTask]:
-    timed: list[tuple[float, int, int, StarsRecord]] = []
-    base, hertz, offset = clock.terms()
+    """The task log's start and end records paired (see :func:`_paired_tasks`)."""
+    columns = StarsColumns(
+        [r.function | r.sqe_type << 10 for r in stars],
+        [r.stream_id for r in stars],
+        [r.task_id for r in stars],
+        [r.counter for r in stars],
+    )
+    return _paired_tasks(columns, clock, folder, expanded)
+
+
+def _paired_tasks(
+    columns: StarsColumns, clock: DeviceClock, folder: str, expanded: bool
+) -> list[_DeviceTask]:
+    """Start and end records paired per (task id, stream id) in time order (stable: equal times
+    keep file order), as device tasks in start order (stable: equal starts in group order).
+
+    Column by column: times in one pass, one sort of record indices, groups of indices."""
+    headers, streams, tasks, counters = columns
     sqe_count = len(SQE_TYPES)
-    for rec in stars:
-        function, sqe, stream, task, counter = rec
-        if function > 1:
-            # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
-        if sqe >= sqe_count:
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
-        if stream >= 2048:
-            stream, task = stream_task_ids(stream, task, sqe, expanded)
-        timed.append((float(counter - base) / hertz * 1e9 + offset, stream, task, rec))
-    timed.sort(key=lambda item: item[0])
-    groups: dict[
-        tuple[int, int],
-        tuple[list[tuple[float, int, int, StarsRecord]], list[tuple[float, int, int, StarsRecord]]],
-    ] = {}
-    for item in timed:
-        starts, ends = groups.setdefault((item[2], item[1]), ([], []))
-        (starts if item[3].function == 0 else ends).append(item)
-    matched: list[_DeviceTask] = []
-    for starts, ends in groups.values():
-        i = j = 0
-        while i < len(starts) and j < len(ends):
-            s_time, stream, task, s_rec = starts[i]
-            e_time, _, _, e_rec = ends[j]
-            if e_time < s_time:
-                j += 1  # an end without its start
-                continue
-            if i + 1 == len(starts) or e_time < starts[i + 1][0]:
-                matched.append(
-                    _DeviceTask(
-                        stream,
-                        task,
-                        INVALID_CONTEXT,
-                        SQE_TYPES[s_rec.sqe_type],
-                        s_time,
-                        e_time - s_time,
-                        s_rec.counter,
-                        e_rec.counter,
-                    )
+    kinds = set(headers)
+    if any(h & 63 > 1 or h >> 10 >= sqe_count for h in kinds):
+        # The first declined record in file order names the decline, as record by record.
+        for header, stream, task in zip(headers, streams, tasks, strict=True):
+            function, sqe = header & 63, header >> 10
+            if function > 1:
+                # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
+                raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
+            if sqe >= sqe_count:
+                raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
+            if stream >= 2048:
+                stream_task_ids(stream, task, sqe, expanded)
+    if streams and max(streams) >= 2048:
+        streams, tasks = streams[:], tasks[:]
+        for index, stream in enumerate(streams):
+            if stream >= 2048:
+                streams[index], tasks[index] = stream_task_ids(
+                    stream, tasks[index], headers[index] >> 10, expanded
                 )
-                i += 1
-                j += 1
-            else:
-                i += 1  # a start whose end was lost
-    matched.sort(key=lambda t: t.start)
+    base, hertz, offset = clock.terms()
+    # The exporter's float arithmetic (``float(c - a) / b * 1e9 + c0``: c - a is a float already).
+    times = [(counter - base) / hertz * 1e9 + offset for counter in counters]
+    starts_of = {h: h & 63 == 0 for h in kinds}
+    groups: dict[int, list[int]] = {}
+    for index in sorted(range(len(times)), key=times.__getitem__):
+        key = tasks[index] << 16 | streams[index]  # (task id, stream id); both below 65536
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [index]
+        else:
+            group.append(index)
+    matched: list[_DeviceTask] = []
+    append = matched.append
+    for group in groups.values():
+        if len(group) == 2 and starts_of[headers[group[0]]] and not starts_of[headers[group[1]]]:
+            pairs = [(group[0], group[1])]  # a start, then its end
+        else:
+            pairs = _pairs(group, headers, times, starts_of)
+        for s_index, e_index in pairs:
+            s_time = times[s_index]
+            append(
+                _new(
+                    _DeviceTask,
+                    (
+                        streams[s_index],
+                        tasks[s_index],
+                        INVALID_CONTEXT,
+                        SQE_TYPES[headers[s_index] >> 10],
+                        s_time,
+                        times[e_index] - s_time,
+                        counters[s_index],
+                        counters[e_index],
+                    ),
+                )
+            )
+    matched.sort(key=_START)
     return matched
+
+
+def _pairs(
+    group: list[int], headers: list[int], times: list[float], starts_of: Mapping[int, bool]
+) -> list[tuple[int, int]]:
+    """One (task, stream)'s records (indices in time order) paired: an end before its start is
+    dropped, a start followed by another start before its end is dropped (its end was lost)."""
+    starts = [i for i in group if starts_of[headers[i]]]
+    ends = [i for i in group if not starts_of[headers[i]]]
+    out: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(starts) and j < len(ends):
+        s_time = times[starts[i]]
+        e_time = times[ends[j]]
+        if e_time < s_time:
+            j += 1  # an end without its start
+            continue
+        if i + 1 == len(starts) or e_time < times[starts[i + 1]]:
+            out.append((starts[i], ends[j]))
+            i += 1
+            j += 1
+        else:
+            i += 1  # a start whose end was lost
+    return out
 
 
 #: FFTS+ subtask types (``StarsConstant.SUBTASK_TYPE``).
@@ -516,7 +622,7 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
     hosts: dict[tuple[int, int, int, int], HostTask] = {}
     for h in host:
-        key = (h.stream_id, h.task_id, h.context_id, h.batch_id)
+        key = (h[1], h[2], h[3], h[4])  # (stream, task, context, batch)
         if key in hosts:
             raise DeclinedError(
                 DeclineReason.AMBIGUOUS, f"{folder}: two host tasks of stream {key[0]} task {key[1]}"
@@ -524,31 +630,49 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
         hosts[key] = h
     devices: dict[tuple[int, int, int, int], _DeviceTask] = {}
     for t in device:
-        key = (t.stream_id, t.task_id, t.context_id, 0)
+        key = (t[0], t[1], t[2], 0)
         if key in devices:
             raise DeclinedError(
                 DeclineReason.AMBIGUOUS, f"{folder}: two device tasks of stream {key[0]} task {key[1]}"
             )
         devices[key] = t
     out: list[_Ascend] = []
+    append = out.append
+    get = hosts.get
     for key, t in devices.items():
-        found = hosts.get(key)
-        host_type = found.task_type if found is not None else UNKNOWN
-        out.append(_Ascend(*key, t.start, t.duration, host_type, t.sqe_type, t.start_cycles, t.end_cycles))
+        stream, task, context, batch = key
+        _s, _t, _c, sqe_type, start, duration, start_cycles, end_cycles = t
+        found = get(key)
+        host_type = found[5] if found is not None else UNKNOWN
+        append(
+            _new(
+                _Ascend,
+                (
+                    stream,
+                    task,
+                    context,
+                    batch,
+                    start,
+                    duration,
+                    host_type,
+                    sqe_type,
+                    start_cycles,
+                    end_cycles,
+                ),
+            )
+        )
     for key, h in hosts.items():
         if key not in devices:
-            out.append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
-    out.sort(key=lambda a: a.start)
+            append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
+    out.sort(key=_START)
     return out
 
 
 def _check_ties(starts: Iterable[float], folder: str, what: str) -> None:
-    seen: set[float] = set()
-    for start in starts:
-        if start in seen:
-            # The exporter orders equal starts by set iteration and SQLite's sorter.
-            raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}: two {what} rows start at the same time")
-        seen.add(start)
+    starts = list(starts)
+    if len(set(starts)) != len(starts):
+        # The exporter orders equal starts by set iteration and SQLite's sorter.
+        raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}: two {what} rows start at the same time")
 
 
 def _task_type(host_type: str, device_type: str) -> str:
@@ -557,6 +681,9 @@ def _task_type(host_type: str, device_type: str) -> str:
     if host_type == UNKNOWN:
         return device_type  # SQE names are never digits here
     return host_type
+
+
+_ASCEND_START: Final = lambda item: item[0][4]  # noqa: E731  # (an _Ascend, ...) by its start
 
 
 class _Row(NamedTuple):
@@ -591,38 +718,53 @@ class _Device:
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
         joined: list[tuple[_Ascend, GeTask]] = []
+        ge = self.ge
         for a in self.ascend:
             if a.start == -1:
                 continue
-            for g in self.ge.get((a.stream_id, a.task_id, a.batch_id, a.context_id), []):
-                if g.task_type not in ("WRITE_BACK", "INVALID"):
-                    joined.append((a, g))
-        _check_ties((a.start for a, _ in joined), self.dev.folder, "op_summary")
-        joined.sort(key=lambda item: item[0].start)
+            found = ge.get((a[0], a[1], a[3], a[2]))  # (stream, task, batch, context)
+            if found:
+                for g in found:
+                    if g.task_type not in ("WRITE_BACK", "INVALID"):
+                        joined.append((a, g))
+        _check_ties([a.start for a, _ in joined], self.dev.folder, "op_summary")
+        joined.sort(key=_ASCEND_START)
         rows: list[_Row] = []
-        clock = self.clock
+        append = rows.append
+        printed = self.clock.printed
+        kept = self.clock.kept
+        device = self.dev.device
+        names: dict[str, str] = {}
         for a, g in joined:
-            duration = round(a.duration / 1000.0, 3)
-            start = clock.local(a.start)
-            if not clock.kept(start, duration):
+            stream, task, _context, batch, a_start, a_duration, _h, _d, start_cycles, end_cycles = a
+            duration = round(a_duration / 1000.0, 3)
+            start, start_ns = printed(a_start)
+            if not kept(start, duration):
                 continue
-            raw = RawTask(
-                self.dev.device,
-                a.stream_id,
-                a.task_id,
-                a.batch_id,
-                hashes.get(g.op_name, g.op_name),
-                g.task_type,
-                g.task_type,
-                duration,
-                a.duration,
-                int(decimal.Decimal(start) * 1000),
-                a.start_cycles,
-                a.end_cycles,
-                None if level0 else g.block_num,
-                None if level0 else g.mix_block_num,
+            op_name = g.op_name
+            name = names.get(op_name)
+            if name is None:
+                name = names[op_name] = hashes.get(op_name, op_name)
+            raw = _new(
+                RawTask,
+                (
+                    device,
+                    stream,
+                    task,
+                    batch,
+                    name,
+                    g.task_type,
+                    g.task_type,
+                    duration,
+                    a_duration,
+                    start_ns,
+                    start_cycles,
+                    end_cycles,
+                    None if level0 else g.block_num,
+                    None if level0 else g.mix_block_num,
+                ),
             )
-            rows.append(_Row(raw, a))
+            append(_new(_Row, (raw, a)))
         return rows
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
@@ -752,8 +894,8 @@ def _device(
         json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
-    stars, subtasks = stars_records(joined(files[p] for p in dev.stars))
-    device_tasks = _device_tasks(stars, clock, folder, expanded)
+    stars, subtasks = stars_columns(joined(files[p] for p in dev.stars))
+    device_tasks = _paired_tasks(stars, clock, folder, expanded)
     if subtasks:
         if not level0:
             raise DeclinedError(
