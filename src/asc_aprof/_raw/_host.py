@@ -134,60 +134,54 @@ def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
     """
     entries.sort()
     root_bound = max((e[3] for e in entries), default=-1) + 1
-    stack: list[tuple[int, int]] = [(ROOT, root_bound)]  # (level, bound) of the open calls
-    nodes: list[_Node | None] = [None]  # the node launch open at each stack depth
+    # The open calls, innermost last: their levels, bounds, and the node launch open at each.
+    levels: list[int] = [ROOT]
+    bounds: list[int] = [root_bound]
+    nodes: list[Any] = [None]
     last_node: _Node | None = None
     out: list[tuple[_Track, _Node | None]] = []
+    append = out.append
+    payload: Any
     for timestamp, level, _seq, bound, kind, payload in entries:
-        additional = kind != _API
-        skipped = False
+        if kind != _API:
+            while bound > bounds[-1]:
+                del levels[-1], bounds[-1], nodes[-1]
+            if kind == _TRACK:
+                # No runtime-level API call exists (declined), so a runtime record always hangs
+                # in the tree on its own, below the innermost open call.
+                append((payload, nodes[-1]))
+            elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
+                if kind == _BASIC:
+                    last_node.basic = payload
+                else:
+                    last_node.others = True
+                    if kind == _CONTEXT:
+                        last_node.contexts.append(payload)
+            # else: a node record outside every node launch hangs alone; it changes nothing here
+            continue
         while True:
-            parent_level, parent_bound = stack[-1]
-            if bound > parent_bound:
-                stack.pop()
-                nodes.pop()
-                continue
-            if level == ACL and not additional and parent_level != ROOT:
-                skipped = True  # nested ACL calls take no part in the tree
-                break
-            if not additional and level < parent_level:
-                stack.pop()
-                nodes.pop()
+            parent_level = levels[-1]
+            if bound > bounds[-1] or (level < parent_level and level != ACL):
+                del levels[-1], bounds[-1], nodes[-1]
                 continue
             break
-        if skipped:
-            continue
-        if not additional:
-            if level == NODE and parent_level == NODE:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
-                )
-            if len(stack) > _DEPTH_LIMIT:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
-                )
-            node = payload if level == NODE else nodes[-1]
-            assert node is None or isinstance(node, _Node)
-            if level == NODE:
-                last_node = node
-            stack.append((level, bound))
-            nodes.append(node)
-            continue
-        if kind == _TRACK:
-            # No runtime-level API call exists (declined), so a runtime record always hangs in
-            # the tree on its own, below the innermost open call.
-            assert isinstance(payload, _Track)
-            out.append((payload, nodes[-1]))
-        elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
-            if kind == _BASIC:
-                assert isinstance(payload, _NodeBasic)
-                last_node.basic = payload
-            else:
-                last_node.others = True
-                if kind == _CONTEXT:
-                    assert isinstance(payload, str)
-                    last_node.contexts.append(payload)
-        # else: a node record outside every node launch hangs alone; it changes nothing here
+        if level == ACL and parent_level != ROOT:
+            continue  # nested ACL calls take no part in the tree
+        if level == NODE and parent_level == NODE:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
+            )
+        if len(levels) > _DEPTH_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
+            )
+        if level == NODE:
+            last_node = payload
+            nodes.append(payload)
+        else:
+            nodes.append(nodes[-1])
+        levels.append(level)
+        bounds.append(bound)
     return out
 
 

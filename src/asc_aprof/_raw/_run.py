@@ -251,12 +251,23 @@ class DeviceClock:
     local_offset: float  # µs: start_info collectionTimeBegin - clockMonotonicRaw / 1000
     collect_begin: str  # start_info collectionTimeBegin, as text
     offset: decimal.Decimal = dataclasses.field(init=False)
-    # repr(local_offset) as an integer and its number of decimals (None: exponent form)
-    _offset_digits: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
+    _terms: tuple[tuple[int, int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
-        object.__setattr__(self, "_offset_digits", _repr_digits(self.local_offset))
+        # Per number of decimals in repr(ns): (factor of ns's digits, the offset's digits over
+        # the same power of ten, the power of ten of 1 ns); empty: the offset's repr has an
+        # exponent, so every start takes the Decimal path.
+        terms: list[tuple[int, int, int]] = []
+        digits = _repr_digits(self.local_offset)
+        if digits is not None:
+            off_value, off_places = digits
+            for places in range(_MAX_PLACES + 1):
+                scale = max(places + 3, off_places, 4)
+                terms.append(
+                    (_TEN[scale - places - 3], off_value * _TEN[scale - off_places], _TEN[scale - 3])
+                )
+        object.__setattr__(self, "_terms", tuple(terms))
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -281,25 +292,36 @@ class DeviceClock:
         half even gives the same 3-decimal value. Anything else (exponent forms, sums of 28
         digits or more, values below 1 µs) takes the Decimal path.
         """
-        digits = _repr_digits(ns)
-        offset = self._offset_digits
-        if digits is not None and offset is not None:
-            value, places = digits  # ns = value / 10**places, so µs = value / 10**(places + 3)
-            off_value, off_places = offset
-            scale = max(places + 3, off_places)
-            total = value * _TEN[scale - places - 3] + off_value * _TEN[scale - off_places]
-            if 0 < total < _DIGITS_LIMIT:
-                if scale > 3:
-                    unit = _TEN[scale - 3]
+        texts, values = self.printed_all([ns])
+        return texts[0], values[0]
+
+    def printed_all(self, values: Sequence[float]) -> tuple[list[str], list[int]]:
+        """:meth:`printed` of every value: (the printed starts, the same as integer ns)."""
+        texts: list[str] = []
+        out: list[int] = []
+        text_append = texts.append
+        out_append = out.append
+        terms = self._terms
+        for ns in values:
+            text = repr(ns)
+            if terms and "e" not in text and "n" not in text:  # not an exponent, inf or nan
+                whole, _, fraction = text.partition(".")
+                # ns = digits / 10**places; µs = digits / 10**(places + 3), plus the offset's
+                # digits, both over 10**scale: total / 10**scale µs, rounded to 10**(scale - 3).
+                factor, offset_term, unit = terms[len(fraction)]
+                total = int(whole + fraction) * factor + offset_term
+                if 0 < total < _DIGITS_LIMIT:
                     quotient, rest = divmod(total, unit)
                     if 2 * rest > unit or (2 * rest == unit and quotient & 1):
                         quotient += 1
-                else:
-                    quotient = total * _TEN[3 - scale]
-                if 1000 <= quotient < _DIGITS_LIMIT:
-                    return f"{quotient // 1000}.{quotient % 1000:03d}", quotient
-        start = self.local(ns)
-        return start, int(decimal.Decimal(start) * 1000)
+                    if quotient >= 1000:
+                        text_append(f"{quotient // 1000}.{quotient % 1000:03d}")
+                        out_append(quotient)
+                        continue
+            start = self.local(ns)
+            text_append(start)
+            out_append(int(decimal.Decimal(start) * 1000))
+        return texts, out
 
     def kept(self, start: str, duration_us: float) -> bool:
         """The exporter's filter: tasks that started before the collection are dropped.
@@ -316,8 +338,9 @@ class DeviceClock:
 
 
 #: Powers of ten for :meth:`DeviceClock.printed`: repr writes a float without exponent only
-#: from 1e-4 to 1e16, so with at most 21 decimals (24 once in µs).
-_TEN: Final = tuple(10**n for n in range(32))
+#: from 1e-4 to 1e16, so with at most 21 decimals (and the offset, from 1e-4 µs on, too).
+_MAX_PLACES: Final = 24
+_TEN: Final = tuple(10**n for n in range(_MAX_PLACES + 8))
 _DIGITS_LIMIT: Final = 10**28  # the Decimal context's precision
 
 
@@ -393,6 +416,7 @@ class _DeviceTask(NamedTuple):
 
 
 _START: Final = operator.itemgetter(4)  # _DeviceTask.start, _Ascend.start
+_FIRST: Final = operator.itemgetter(0)
 #: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
 _new: Final[Any] = tuple.__new__
 
@@ -468,21 +492,25 @@ def _paired_tasks(
     # The exporter's float arithmetic (``float(c - a) / b * 1e9 + c0``: c - a is a float already).
     times = [(counter - base) / hertz * 1e9 + offset for counter in counters]
     starts_of = {h: h & 63 == 0 for h in kinds}
+    is_start = [starts_of[h] for h in headers]
+    keys = [task << 16 | stream for task, stream in zip(tasks, streams, strict=True)]  # both < 65536
     groups: dict[int, list[int]] = {}
+    get = groups.get
     for index in sorted(range(len(times)), key=times.__getitem__):
-        key = tasks[index] << 16 | streams[index]  # (task id, stream id); both below 65536
-        group = groups.get(key)
+        key = keys[index]
+        group = get(key)
         if group is None:
             groups[key] = [index]
         else:
             group.append(index)
+    del keys
     matched: list[_DeviceTask] = []
     append = matched.append
     for group in groups.values():
-        if len(group) == 2 and starts_of[headers[group[0]]] and not starts_of[headers[group[1]]]:
-            pairs = [(group[0], group[1])]  # a start, then its end
+        if len(group) == 2 and is_start[group[0]] and not is_start[group[1]]:
+            pairs: Sequence[list[int]] = (group,)  # a start, then its end
         else:
-            pairs = _pairs(group, headers, times, starts_of)
+            pairs = _pairs(group, is_start, times)
         for s_index, e_index in pairs:
             s_time = times[s_index]
             append(
@@ -504,14 +532,12 @@ def _paired_tasks(
     return matched
 
 
-def _pairs(
-    group: list[int], headers: list[int], times: list[float], starts_of: Mapping[int, bool]
-) -> list[tuple[int, int]]:
+def _pairs(group: list[int], is_start: list[bool], times: list[float]) -> list[list[int]]:
     """One (task, stream)'s records (indices in time order) paired: an end before its start is
     dropped, a start followed by another start before its end is dropped (its end was lost)."""
-    starts = [i for i in group if starts_of[headers[i]]]
-    ends = [i for i in group if not starts_of[headers[i]]]
-    out: list[tuple[int, int]] = []
+    starts = [i for i in group if is_start[i]]
+    ends = [i for i in group if not is_start[i]]
+    out: list[list[int]] = []
     i = j = 0
     while i < len(starts) and j < len(ends):
         s_time = times[starts[i]]
@@ -520,7 +546,7 @@ def _pairs(
             j += 1  # an end without its start
             continue
         if i + 1 == len(starts) or e_time < times[starts[i + 1]]:
-            out.append((starts[i], ends[j]))
+            out.append([starts[i], ends[j]])
             i += 1
             j += 1
         else:
@@ -731,14 +757,14 @@ class _Device:
         joined.sort(key=_ASCEND_START)
         rows: list[_Row] = []
         append = rows.append
-        printed = self.clock.printed
-        kept = self.clock.kept
+        clock = self.clock
+        kept = clock.kept
+        texts, starts_ns = clock.printed_all([a[4] for a, _ in joined])
         device = self.dev.device
         names: dict[str, str] = {}
-        for a, g in joined:
-            stream, task, _context, batch, a_start, a_duration, _h, _d, start_cycles, end_cycles = a
+        for (a, g), start, start_ns in zip(joined, texts, starts_ns, strict=True):
+            stream, task, _context, batch, _start, a_duration, _h, _d, start_cycles, end_cycles = a
             duration = round(a_duration / 1000.0, 3)
-            start, start_ns = printed(a_start)
             if not kept(start, duration):
                 continue
             op_name = g.op_name
@@ -824,10 +850,10 @@ class _Device:
         cells = self.task_time_cells()
         for b in self._groups().get((a.stream_id, a.task_id, a.batch_id), []):
             if b is not a:
-                start = self.clock.local(b.start)
+                start, start_ns = self.clock.printed(b.start)
                 if not self.clock.kept(start, round(b.duration / 1000.0, 3)):
                     continue
-                if int(decimal.Decimal(start) * 1000) != row.raw.start_ns:
+                if start_ns != row.raw.start_ns:
                     continue
             ttype = cells[id(b)][1]
             if ttype in CONTROL_TYPES:
@@ -844,16 +870,20 @@ class _Device:
         listed = [a for group in self._groups().values() for a in group]
         # Only the order of task_time's rows depends on how equal starts are ordered.
         _check_ties((a.start for a in listed), self.dev.folder, "task_time")
-        printed = sorted(((clock.local(a.start), a) for a in listed), key=lambda item: item[0])
+        texts, starts_ns = clock.printed_all([a.start for a in listed])
+        # In the order of the printed start *strings* (stable), as the exporter sorts them.
+        printed = sorted(zip(texts, starts_ns, listed, strict=True), key=_FIRST)
         rows: list[RawTask] = []
-        for start, a in printed:
+        kept = clock.kept
+        device = self.dev.device
+        for start, start_ns, a in printed:
             duration = round(a.duration / 1000.0, 3)
-            if not clock.kept(start, duration):
+            if not kept(start, duration):
                 continue
             name, ttype = cells[id(a)]
             rows.append(
                 RawTask(
-                    self.dev.device,
+                    device,
                     a.stream_id,
                     a.task_id,
                     a.batch_id,
@@ -862,7 +892,7 @@ class _Device:
                     ttype,
                     duration,
                     a.duration,
-                    int(decimal.Decimal(start) * 1000),
+                    start_ns,
                     a.start_cycles,
                     a.end_cycles,
                 )
@@ -916,12 +946,19 @@ def _device(
                         DeclineReason.UNSUPPORTED,
                         f"{folder}: task ids of stream {task.stream_id} wrapped around",
                     )
-    host = [h for h in tables.host_tasks if h.device_id == dev.device]
+    device = dev.device
+    host = [h for h in tables.host_tasks if h[0] == device]
     ascend = _top_down(host, device_tasks, folder)
+    del device_tasks  # (fewer live objects for the garbage collector to walk)
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
     for g in tables.ge_tasks:
-        if g.device_id == dev.device:
-            ge.setdefault((g.stream_id, g.task_id, g.batch_id, g.context_id), []).append(g)
+        if g[0] == device:
+            key = (g[1], g[2], g[4], g[3])  # (stream, task, batch, context)
+            found = ge.get(key)
+            if found is None:
+                ge[key] = [g]
+            else:
+                found.append(g)
     return _Device(dev, clock, ascend, host, ge, hashes, level0)
 
 
@@ -992,6 +1029,7 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
     if host_sample is not None and not level0 and not host.node_basics and host.apis:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
+    del host  # its records are in the tables now (fewer live objects for the garbage collector)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
     outputs = [
         _device(
