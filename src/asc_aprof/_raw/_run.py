@@ -252,6 +252,7 @@ class DeviceClock:
     collect_begin: str  # start_info collectionTimeBegin, as text
     offset: decimal.Decimal = dataclasses.field(init=False)
     _terms: tuple[tuple[int, int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _begin_bounds: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
@@ -268,6 +269,15 @@ class DeviceClock:
                     (_TEN[scale - places - 3], off_value * _TEN[scale - off_places], _TEN[scale - 3])
                 )
         object.__setattr__(self, "_terms", tuple(terms))
+        begin = self.collect_begin
+        # (lowest and highest+1 integer part with the begin's digit count, the begin) for
+        # kept_ns; empty where the begin is not plain ASCII digits.
+        bounds = (
+            (10 ** (len(begin) - 1), 10 ** len(begin), int(begin))
+            if begin.isascii() and begin.isdigit()
+            else ()
+        )
+        object.__setattr__(self, "_begin_bounds", bounds)
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -293,19 +303,24 @@ class DeviceClock:
         digits or more, values below 1 µs) takes the Decimal path.
         """
         texts, values = self.printed_all([ns])
-        return texts[0], values[0]
+        return texts[0] or _ns_text(values[0]), values[0]
 
-    def printed_all(self, values: Sequence[float]) -> tuple[list[str], list[int]]:
-        """:meth:`printed` of every value: (the printed starts, the same as integer ns)."""
-        texts: list[str] = []
+    def printed_all(
+        self, values: Sequence[float], *, text: bool = True
+    ) -> tuple[list[str | None], list[int]]:
+        """:meth:`printed` of every value: (the printed starts, the same as integer ns).
+
+        Without *text*, a printed start that is ``_ns_text`` of its integer is None (the caller
+        formats it only where it needs it: :meth:`kept_ns`)."""
+        texts: list[str | None] = []
         out: list[int] = []
         text_append = texts.append
         out_append = out.append
         terms = self._terms
         for ns in values:
-            text = repr(ns)
-            if terms and "e" not in text and "n" not in text:  # not an exponent, inf or nan
-                whole, _, fraction = text.partition(".")
+            written = repr(ns)
+            if terms and "e" not in written and "n" not in written:  # not an exponent, inf, nan
+                whole, _, fraction = written.partition(".")
                 # ns = digits / 10**places; µs = digits / 10**(places + 3), plus the offset's
                 # digits, both over 10**scale: total / 10**scale µs, rounded to 10**(scale - 3).
                 factor, offset_term, unit = terms[len(fraction)]
@@ -315,13 +330,26 @@ class DeviceClock:
                     if 2 * rest > unit or (2 * rest == unit and quotient & 1):
                         quotient += 1
                     if quotient >= 1000:
-                        text_append(f"{quotient // 1000}.{quotient % 1000:03d}")
+                        text_append(f"{quotient // 1000}.{quotient % 1000:03d}" if text else None)
                         out_append(quotient)
                         continue
             start = self.local(ns)
             text_append(start)
             out_append(int(decimal.Decimal(start) * 1000))
         return texts, out
+
+    def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
+        """:meth:`kept` of a printed start given as integer ns (*start*: its text, or None where
+        it is ``_ns_text(start_ns)``). The shortcut of :meth:`kept` in integers: the printed
+        integer part has no leading zero, so it has the begin's number of digits exactly when it
+        lies in [10**(n-1), 10**n), and equal-length digit strings compare as their numbers."""
+        bounds = self._begin_bounds
+        if start is None:
+            whole = start_ns // 1000
+            if bounds and bounds[0] <= whole < bounds[1] and whole >= bounds[2]:
+                return True
+            start = _ns_text(start_ns)
+        return self.kept(start, duration_us)
 
     def kept(self, start: str, duration_us: float) -> bool:
         """The exporter's filter: tasks that started before the collection are dropped.
@@ -342,6 +370,11 @@ class DeviceClock:
 _MAX_PLACES: Final = 24
 _TEN: Final = tuple(10**n for n in range(_MAX_PLACES + 8))
 _DIGITS_LIMIT: Final = 10**28  # the Decimal context's precision
+
+
+def _ns_text(start_ns: int) -> str:
+    """A printed start (µs, 3 decimals) from integer ns of at least 1 µs."""
+    return f"{start_ns // 1000}.{start_ns % 1000:03d}"
 
 
 def _repr_digits(value: float) -> tuple[int, int] | None:
@@ -709,9 +742,6 @@ def _task_type(host_type: str, device_type: str) -> str:
     return host_type
 
 
-_ASCEND_START: Final = lambda item: item[0][4]  # noqa: E731  # (an _Ascend, ...) by its start
-
-
 class _Row(NamedTuple):
     """One op_summary row and the device task it stands for."""
 
@@ -754,18 +784,19 @@ class _Device:
                     if g.task_type not in ("WRITE_BACK", "INVALID"):
                         joined.append((a, g))
         _check_ties([a.start for a, _ in joined], self.dev.folder, "op_summary")
-        joined.sort(key=_ASCEND_START)
+        # The exporter sorts these rows by start; self.ascend is in start order already (a
+        # stable sort), so joined is too, and sorting it again would keep every row in place.
         rows: list[_Row] = []
         append = rows.append
         clock = self.clock
-        kept = clock.kept
-        texts, starts_ns = clock.printed_all([a[4] for a, _ in joined])
+        kept = clock.kept_ns
+        texts, starts_ns = clock.printed_all([a[4] for a, _ in joined], text=False)
         device = self.dev.device
         names: dict[str, str] = {}
         for (a, g), start, start_ns in zip(joined, texts, starts_ns, strict=True):
             stream, task, _context, batch, _start, a_duration, _h, _d, start_cycles, end_cycles = a
             duration = round(a_duration / 1000.0, 3)
-            if not kept(start, duration):
+            if not kept(start_ns, start, duration):
                 continue
             op_name = g.op_name
             name = names.get(op_name)
@@ -874,11 +905,11 @@ class _Device:
         # In the order of the printed start *strings* (stable), as the exporter sorts them.
         printed = sorted(zip(texts, starts_ns, listed, strict=True), key=_FIRST)
         rows: list[RawTask] = []
-        kept = clock.kept
+        kept = clock.kept_ns
         device = self.dev.device
         for start, start_ns, a in printed:
             duration = round(a.duration / 1000.0, 3)
-            if not kept(start, duration):
+            if not kept(start_ns, start, duration):
                 continue
             name, ttype = cells[id(a)]
             rows.append(
