@@ -193,12 +193,13 @@ def stars_records(data: bytes) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
 class StarsColumns(NamedTuple):
     """The task-log records of ``stars_soc`` as columns (the fast form of :func:`stars_records`)."""
 
-    headers: list[int]  # function in bits 0-5, SQE type in bits 10-15
+    headers: list[int]  # function in bits 0-5, SQE type in bits 10-15 (bits 6-9 cleared)
     streams: list[int]
     tasks: list[int]
     counters: list[int]
 
 
+_OTHER_BITS: Final = 0x3C0  # header bits 6-9: neither the function nor the SQE type
 _NATIVE_LITTLE: Final = sys.byteorder == "little" and array.array("Q").itemsize == 8
 _WORDS16: Final = STARS_SIZE // 2
 _WORDS64: Final = STARS_SIZE // 8
@@ -214,9 +215,12 @@ def stars_columns(data: bytes) -> tuple[StarsColumns, list[SubtaskRecord]]:
         words = view.cast("H")
         headers = words[0::_WORDS16].tolist()
         magics = words[1::_WORDS16].tolist()
+        kinds = set(headers)
         if magics.count(STARS_MAGIC) == len(magics) and not any(
-            h & 63 in (FUNCTION_SUBTASK_START, FUNCTION_SUBTASK_END) for h in set(headers)
+            h & 63 in (FUNCTION_SUBTASK_START, FUNCTION_SUBTASK_END) for h in kinds
         ):
+            if any(h & _OTHER_BITS for h in kinds):
+                headers = [h & ~_OTHER_BITS for h in headers]
             columns = StarsColumns(
                 headers,
                 words[2::_WORDS16].tolist(),
