@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from asc_aprof._raw import _decode
 from asc_aprof._raw._decode import (
     HOST_MAGIC,
+    SQE_TYPES,
     STARS_MAGIC,
-    DeclinedError,
     StarsColumns,
     api_records,
     node_basic_records,
@@ -26,7 +26,8 @@ from asc_aprof._raw._decode import (
     task_track_records,
 )
 from asc_aprof._raw._driver import _GcPause
-from asc_aprof._raw._run import INVALID_CONTEXT, SQE_TYPES, DeviceClock, _paired_tasks
+from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, _paired_tasks
+from asc_aprof._raw._types import DeclinedError
 
 U16 = st.integers(0, 0xFFFF)
 U32 = st.integers(0, 0xFFFFFFFF)
@@ -206,7 +207,9 @@ def test_the_integer_start_filter_equals_the_string_one(start_ns: int, duration:
 # -- pairing --------------------------------------------------------------------------------------
 
 
-def reference_pairs(columns: StarsColumns, c: DeviceClock) -> list[tuple[object, ...]]:
+def reference_pairs(
+    columns: StarsColumns, c: DeviceClock
+) -> list[tuple[int, int, int, str, float, float, int, int]]:
     """The exporter's pairing, record by record: per (task, stream) in time order, an end before
     its start dropped, a start followed by another start before its end dropped."""
     base, hertz, offset = c.terms()
@@ -223,7 +226,7 @@ def reference_pairs(columns: StarsColumns, c: DeviceClock) -> list[tuple[object,
     for item in timed:
         starts, ends = groups.setdefault((item[2], item[1]), ([], []))
         (starts if item[3] & 63 == 0 else ends).append(item)
-    out = []
+    out: list[tuple[int, int, int, str, float, float, int, int]] = []
     for starts, ends in groups.values():
         i = j = 0
         while i < len(starts) and j < len(ends):
