@@ -97,6 +97,10 @@ _CONTEXT: Final = struct.Struct("<HHIIIQQI55I")
 _TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
 _NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
 _TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
+# A host record's fields as its record keeps them (magic and data length skipped).
+_API_FIELDS: Final = struct.Struct("<2xHII4xQQQ")
+_TRACK_FIELDS: Final = struct.Struct("<2xHII4xQHHHHQQ16x")
+_BASIC_FIELDS: Final = struct.Struct("<2xHII4xQQIQII12x")
 
 
 def records(data: bytes, size: int) -> Iterator[memoryview]:
@@ -133,24 +137,22 @@ def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[A
     return layout.iter_unpack(memoryview(data)[len(data) % size :])
 
 
-def _columns(data: bytes, layout: struct.Struct, size: int) -> list[tuple[Any, ...]]:
-    """The fields of every record, column by column (one tuple per field; unpacked in C)."""
-    columns = list(zip(*_unpacked(data, layout, size), strict=True))
-    return columns or [() for _ in layout.unpack(bytes(size))]
-
-
 #: ``tuple.__new__(Record, fields)``: a named tuple built from its fields without a Python frame.
 _new: Final = tuple.__new__
 
 
-def _build(cls: type[Any], *columns: Iterable[Any]) -> list[Any]:
-    """One *cls* named tuple per row of *columns* (all built in C)."""
-    return list(map(_new, repeat(cls), zip(*columns, strict=True)))
-
-
-def _host_columns_ok(magics: tuple[int, ...], levels: tuple[int, ...]) -> bool:
-    """Whether every record has the host magic and a known level (else the slow loop says which not)."""
-    return magics.count(HOST_MAGIC) == len(magics) and LEVELS.keys() >= set(levels)
+def _host_view(data: bytes, size: int) -> memoryview | None:
+    """The whole host records of *data* (a torn head dropped, see :func:`records`) when every
+    one has the host magic and a known level; else None: the record-by-record loop then says
+    which is declined (also on a big-endian host, where the words are not read in place)."""
+    view = memoryview(data)[len(data) % size :]
+    if not _NATIVE_LITTLE:
+        return None
+    words = view.cast("H")
+    magics = words[0 :: size // 2].tolist()
+    if magics.count(HOST_MAGIC) != len(magics) or not LEVELS.keys() >= set(words[1 :: size // 2].tolist()):
+        return None
+    return view
 
 
 class SubtaskRecord(NamedTuple):
@@ -312,9 +314,11 @@ def _bad_host(magic: int, level: int, what: str) -> DeclinedError:
 
 
 def api_records(data: bytes) -> list[ApiRecord]:
-    magic, level, stype, thread, _len, start, end, item = _columns(data, _API_EVENT, API_EVENT_SIZE)
-    if _host_columns_ok(magic, level) and _ALL_ONES not in end and 0 not in start:
-        return _build(ApiRecord, level, stype, thread, start, end, item)
+    view = _host_view(data, API_EVENT_SIZE)
+    if view is not None:
+        words = view.cast("Q")  # five per record: start, end in the third and fourth
+        if _ALL_ONES not in words[3::5].tolist() and 0 not in words[2::5].tolist():
+            return list(map(_new, repeat(ApiRecord), _API_FIELDS.iter_unpack(view)))
     return _api_records(data)
 
 
@@ -353,16 +357,18 @@ class TaskTrackRecord(NamedTuple):
 
 
 def task_track_records(data: bytes) -> list[TaskTrackRecord]:
-    magic, level, stype, thread, _len, ts, dev, stream, task, batch, ttype, kernel = _columns(
-        data, _TASK_TRACK, HOST_COMPACT_SIZE
-    )
-    if not _host_columns_ok(magic, level):
+    view = _host_view(data, HOST_COMPACT_SIZE)
+    if view is None:
         return _task_track_records(data)
-    dev_type = [(d >> 12) & 0xF for d in dev]
-    device_id = [d & 0xFFF for d in dev]
-    return _build(
-        TaskTrackRecord, level, stype, thread, ts, dev_type, device_id, stream, task, batch, ttype, kernel
-    )
+    return [
+        _new(
+            TaskTrackRecord,
+            (level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel),
+        )
+        for level, stype, thread, ts, dev, stream, task, batch, ttype, kernel in _TRACK_FIELDS.iter_unpack(
+            view
+        )
+    ]
 
 
 def _task_track_records(data: bytes) -> list[TaskTrackRecord]:
@@ -404,12 +410,10 @@ class NodeBasicRecord(NamedTuple):
 
 
 def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
-    magic, level, stype, thread, _len, ts, node, ttype, optype, block, flag = _columns(
-        data, _NODE_BASIC, HOST_COMPACT_SIZE
-    )
-    if _host_columns_ok(magic, level):
-        return _build(NodeBasicRecord, level, stype, thread, ts, node, ttype, optype, block, flag)
-    return _node_basic_records(data)
+    view = _host_view(data, HOST_COMPACT_SIZE)
+    if view is None:
+        return _node_basic_records(data)
+    return list(map(_new, repeat(NodeBasicRecord), _BASIC_FIELDS.iter_unpack(view)))
 
 
 def _node_basic_records(data: bytes) -> list[NodeBasicRecord]:

@@ -370,65 +370,62 @@ def _api_struct_type(records: HostRecords, api: ApiRecord) -> str:
 
 def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
     """Runtime tasks in the order the exporter stores them, flips applied (batch ids)."""
-    kept: list[TaskTrackRecord] = []
+    kept: list[_Track] = []
+    append = kept.append
     flips: list[TaskTrackRecord] = []
     names: dict[int, str] = {}
+    hashes = records.hashes
+    kernel_names: dict[int, str] = {}
+    batched = False  # whether a kept record has a batch id other than 0
     runtime = 5000  # the runtime level: task_track records of any other level are declined
     for rec in records.tracks:
-        level = rec[0]
+        level, _stype, thread, timestamp, dev_type, device, stream, task, batch, ttype_id, kernel = rec
         if level != runtime:
             _require_level(level, "runtime", "task_track")
-        ttype = names.get(rec[9])
+        ttype = names.get(ttype_id)
         if ttype is None:
-            ttype = names[rec[9]] = records.type_name(level, rec[9])
+            ttype = names[ttype_id] = records.type_name(level, ttype_id)
         if ttype == FLIP_TASK:
             flips.append(rec)
         elif ttype != MAINTENANCE:
-            if rec[4] != 0:
+            if dev_type != 0:
                 raise DeclinedError(DeclineReason.UNSUPPORTED, "DPU task_track records")
-            kept.append(rec)
-    if all_export:
-        # The exporter groups tasks by (device, stream), sorts each group by time and counts task
-        # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
-        groups: dict[tuple[int, int], list[TaskTrackRecord]] = {}
-        for rec in kept:
-            key = (rec[5], rec[6])
-            group = groups.get(key)
-            if group is None:
-                groups[key] = [rec]
-            else:
-                group.append(rec)
-        first_flip: dict[tuple[int, int], int] = {}
-        for flip in flips:
-            key = (flip.device_id, flip.stream_id)
-            first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
-        ordered: list[TaskTrackRecord] = []
-        by_time = itemgetter(3)
-        for key, group in groups.items():
-            group.sort(key=by_time)
-            limit = first_flip.get(key)
-            if limit is not None and group[-1].timestamp >= limit:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED,
-                    f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
-                )
-            ordered.extend(group)
-        batch_of = 0
-        kept = ordered
-    else:
-        if any(rec.batch_id for rec in kept):
+            name = kernel_names.get(kernel)
+            if name is None:
+                name = kernel_names[kernel] = hashes.get(str(kernel), NA)
+            batched = batched or batch != 0
+            # Batch id 0: what is accepted has no task-id wrap (declined below).
+            append(_new(_Track, (thread, device, stream, task, 0, ttype, name, timestamp)))
+    if not all_export:
+        if batched:
             raise DeclinedError(DeclineReason.UNSUPPORTED, "task_track batch ids other than 0")
-        batch_of = 0
-    hashes = records.hashes
-    kernel_names: dict[int, str] = {}
-    out: list[_Track] = []
-    append = out.append
-    for _level, _stype, thread, timestamp, _dev_type, device, stream, task, _batch, ttype_id, kernel in kept:
-        name = kernel_names.get(kernel)
-        if name is None:
-            name = kernel_names[kernel] = hashes.get(str(kernel), NA)
-        append(_new(_Track, (thread, device, stream, task, batch_of, names[ttype_id], name, timestamp)))
-    return out
+        return kept
+    # The exporter groups tasks by (device, stream), sorts each group by time and counts task
+    # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
+    groups: dict[tuple[int, int], list[_Track]] = {}
+    for track in kept:
+        key = (track[1], track[2])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [track]
+        else:
+            group.append(track)
+    first_flip: dict[tuple[int, int], int] = {}
+    for flip in flips:
+        key = (flip.device_id, flip.stream_id)
+        first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
+    ordered: list[_Track] = []
+    by_time = itemgetter(7)
+    for key, group in groups.items():
+        group.sort(key=by_time)
+        limit = first_flip.get(key)
+        if limit is not None and group[-1].timestamp >= limit:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
+            )
+        ordered.extend(group)
+    return ordered
 
 
 def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
