@@ -876,23 +876,33 @@ class _Device:
         device task prints the same start (same time, same arithmetic) and passes the same
         start filter, others are printed and filtered here.
         """
-        a = row.ascend
-        found: str | None = None
+        return self.joined_types([row])[0]
+
+    def joined_types(self, rows: Iterable[_Row]) -> list[str | None]:
+        """:meth:`joined_type` of every row (the lookups done once)."""
         cells = self.task_time_cells()
-        for b in self._groups().get((a.stream_id, a.task_id, a.batch_id), []):
-            if b is not a:
-                start, start_ns = self.clock.printed(b.start)
-                if not self.clock.kept(start, round(b.duration / 1000.0, 3)):
+        groups = self._groups()
+        clock = self.clock
+        out: list[str | None] = []
+        for row in rows:
+            a = row.ascend
+            found: str | None = None
+            for b in groups.get((a[0], a[1], a[3]), ()):  # (stream, task, batch)
+                if b is not a:
+                    start, start_ns = clock.printed(b.start)
+                    if not clock.kept(start, round(b.duration / 1000.0, 3)):
+                        continue
+                    if start_ns != row.raw.start_ns:
+                        continue
+                ttype = cells[id(b)][1]
+                if ttype in CONTROL_TYPES:
                     continue
-                if start_ns != row.raw.start_ns:
-                    continue
-            ttype = cells[id(b)][1]
-            if ttype in CONTROL_TYPES:
-                continue
-            if found is not None and found != ttype:
-                return None
-            found = ttype
-        return found
+                if found is not None and found != ttype:
+                    found = None
+                    break
+                found = ttype
+            out.append(found)
+        return out
 
     def task_time_rows(self) -> list[RawTask]:
         """task_time: the listed tasks in printed-start order, filtered as exported."""
@@ -1187,7 +1197,10 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
     out: list[RawTask] = []
     for device in outputs:
-        for row in device.op_rows:
-            found = device.joined_type(row)
-            out.append(row.raw._replace(type=found) if found is not None and found != NA else row.raw)
+        for row, found in zip(device.op_rows, device.joined_types(device.op_rows), strict=True):
+            raw = row.raw
+            # raw._replace(type=found), built in C (type is field 5)
+            out.append(
+                _new(RawTask, (*raw[:5], found, *raw[6:])) if found is not None and found != NA else raw
+            )
     return out
