@@ -32,7 +32,6 @@ from ._decode import (
     HOST_COMPACT_SIZE,
     SQE_TYPES,
     StarsColumns,
-    StarsRecord,
     SubtaskRecord,
     api_records,
     context_records,
@@ -478,19 +477,6 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
         DeclineReason.UNSUPPORTED,
         f"bit-packed stream id {stream:#06x} (SQE type {sqe_type}, expansion {'on' if expanded else 'off'})",
     )
-
-
-def _device_tasks(
-    stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
-) -> list[_DeviceTask]:
-    """The task log's start and end records paired (see :func:`_paired_tasks`)."""
-    columns = StarsColumns(
-        [r.function | r.sqe_type << 10 for r in stars],
-        [r.stream_id for r in stars],
-        [r.task_id for r in stars],
-        [r.counter for r in stars],
-    )
-    return _paired_tasks(columns, clock, folder, expanded)
 
 
 def _paired_tasks(
