@@ -11,7 +11,8 @@ behaviour no public real run shows. PMU counters are not written into the raw da
 so the real export has no PMU columns; the simulator's own PMU columns come after the compared
 ones. Two cases set counters (``sim.launch(counters=...)``): the simulated library records them in
 its own ``host/aprofsim_counters.txt``, which both the real exporter and the raw reader must
-ignore (same rows, read natively) while the simulated export writes them.
+ignore (same rows, read natively) while the simulated export writes them. Runs that launched
+no kernel (:data:`EMPTY`) have the same three control rows in both exports' task_time.
 """
 
 from __future__ import annotations
@@ -168,6 +169,72 @@ def test_raw_reader_reads_simulated_runs_as_the_real_export(
     expected = list(Profiler(run.parent, toolkit=real_toolkit).store_result(run.name).tasks)
     assert outcome.profiling_tasks() == expected
     assert len(expected) == sum(3 + i % 3 for i in range(len(CASES[name].devices))) * len(CASES[name].kernels)
+
+
+#: Collections in which no kernel was launched: (chip, task time level).
+EMPTY: dict[str, tuple[str, int]] = {"910b_l1_empty": ("910B", 1), "310b_l0_empty": ("310B", 0)}
+
+
+@pytest.fixture(scope="module")
+def empty_exports(tmp_path_factory: pytest.TempPathFactory, real_toolkit: Toolkit) -> dict[str, Exports]:
+    """Every :data:`EMPTY` collection, copied twice and exported by each msprof.py."""
+    acl = Acl(sim.root() / "lib64" / "libmsprofiler.so")
+    base = tmp_path_factory.mktemp("sim_differential_empty")
+    runs: dict[str, Exports] = {}
+    for name, (chip, level) in EMPTY.items():
+        control = sim.control()
+        control.reset()
+        control.configure(cann="9.0", chip=chip)
+        assert acl.init(base / name / "collected") == 0
+        cfg = acl.config([0], (TASK_TIME if level == 1 else TASK_TIME_L0) | AICORE_METRICS, 1)
+        assert acl.start(cfg) == 0
+        assert acl.stop(cfg) == 0
+        assert acl.destroy(cfg) == 0
+        assert acl.finalize() == 0
+        control.reset()
+        (prof,) = prof_dirs(base / name / "collected")
+        copies = []
+        for side, toolkit in (("sim", sim.toolkit()), ("real", real_toolkit)):
+            target = base / name / side / prof.name
+            shutil.copytree(prof, target)
+            Profiler(target.parent, toolkit=toolkit, reader="msprof", export_timeout=300).export(target.name)
+            copies.append(target)
+        runs[name] = Exports(*copies)
+    return runs
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_a_run_without_kernels_has_the_three_control_rows_of_the_real_export(
+    name: str, empty_exports: dict[str, Exports]
+) -> None:
+    runs = empty_exports[name]
+    real_header, real_rows = rows(runs.real_run, "task_time")
+    sim_header, sim_rows = rows(runs.sim_run, "task_time")
+    assert sim_header == real_header
+    assert sim_rows == real_rows
+    at = real_header.index("kernel_type")
+    assert [row[at] for row in real_rows] == [
+        "PROFILING_ENABLE",
+        "PROFILING_DISABLE",
+        "DEVICE_RINGBUFFER_CONTROL",
+    ]
+    # The raw reader's task_time rows are the real export's, cell for cell.
+    outcome = read_run(runs.real_run, with_task_time=True)
+    assert isinstance(outcome, RawResult) and outcome.task_time is not None, outcome
+    assert [
+        [str(t.device), t.name, t.type, str(t.stream_id), str(t.task_id), str(t.duration)]
+        for t in outcome.task_time
+    ] == [row[:6] for row in real_rows]
+    assert [int(row[6].strip().replace(".", "")) for row in real_rows] == [
+        t.start_ns for t in outcome.task_time
+    ]
+    # The real exporter writes no op_summary for these simulated runs, while the simulated
+    # msprof.py and the raw reader list the three rows as op_summary PLACE_HOLDER_SQE rows.
+    assert not list((runs.real_run / "mindstudio_profiler_output").glob("op_summary_*.csv"))
+    sim_op_header, sim_op_rows = rows(runs.sim_run, "op_summary")
+    assert outcome.source == "op_summary"
+    assert [t.type for t in outcome.tasks] == ["PLACE_HOLDER_SQE"] * 3
+    assert [row[sim_op_header.index("Task Type")] for row in sim_op_rows] == ["PLACE_HOLDER_SQE"] * 3
 
 
 def test_the_matrix_covers_every_metric_group_chip_and_level() -> None:

@@ -7,11 +7,14 @@ place (a bad magic number, an unknown level, a torn file) raises :class:`Decline
 
 from __future__ import annotations
 
+import array
 import configparser
 import dataclasses
 import json
 import struct
+import sys
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import repeat
 from typing import Any, Final, NamedTuple
 
 from ._types import DeclinedError, DeclineReason
@@ -94,6 +97,10 @@ _CONTEXT: Final = struct.Struct("<HHIIIQQI55I")
 _TASK_TRACK: Final = struct.Struct("<HHIIIQHHHHQQ16x")
 _NODE_BASIC: Final = struct.Struct("<HHIIIQQIQII12x")
 _TS_TRACK: Final = struct.Struct("<BBHLQHHHH16x")
+# A host record's fields as its record keeps them (magic and data length skipped).
+_API_FIELDS: Final = struct.Struct("<2xHII4xQQQ")
+_TRACK_FIELDS: Final = struct.Struct("<2xHII4xQHHHHQQ16x")
+_BASIC_FIELDS: Final = struct.Struct("<2xHII4xQQIQII12x")
 
 
 def records(data: bytes, size: int) -> Iterator[memoryview]:
@@ -128,6 +135,24 @@ def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[A
     """Every record of *data* unpacked (leading bytes of a torn file dropped, see :func:`records`)."""
     assert layout.size == size
     return layout.iter_unpack(memoryview(data)[len(data) % size :])
+
+
+#: ``tuple.__new__(Record, fields)``: a named tuple built from its fields without a Python frame.
+_new: Final = tuple.__new__
+
+
+def _host_view(data: bytes, size: int) -> memoryview | None:
+    """The whole host records of *data* (a torn head dropped, see :func:`records`) when every
+    one has the host magic and a known level; else None: the record-by-record loop then says
+    which is declined (also on a big-endian host, where the words are not read in place)."""
+    view = memoryview(data)[len(data) % size :]
+    if not _NATIVE_LITTLE:
+        return None
+    words = view.cast("H")
+    magics = words[0 :: size // 2].tolist()
+    if magics.count(HOST_MAGIC) != len(magics) or not LEVELS.keys() >= set(words[1 :: size // 2].tolist()):
+        return None
+    return view
 
 
 class SubtaskRecord(NamedTuple):
@@ -165,6 +190,54 @@ def stars_records(data: bytes) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
         else:
             append(StarsRecord(function, header >> 10, stream, task, counter))
     return tasks, subtasks
+
+
+class StarsColumns(NamedTuple):
+    """The task-log records of ``stars_soc`` as columns (the fast form of :func:`stars_records`)."""
+
+    headers: list[int]  # function in bits 0-5, SQE type in bits 10-15 (bits 6-9 cleared)
+    streams: list[int]
+    tasks: list[int]
+    counters: list[int]
+
+
+_OTHER_BITS: Final = 0x3C0  # header bits 6-9: neither the function nor the SQE type
+_NATIVE_LITTLE: Final = sys.byteorder == "little" and array.array("Q").itemsize == 8
+_WORDS16: Final = STARS_SIZE // 2
+_WORDS64: Final = STARS_SIZE // 8
+
+
+def stars_columns(data: bytes) -> tuple[StarsColumns, list[SubtaskRecord]]:
+    """:func:`stars_records` as columns: the same task-log records in the same order, and the
+    same FFTS+ subtask records. The words are read straight out of the file (no record objects);
+    a file with anything unusual (a bad magic, subtask records, a big-endian host) takes
+    :func:`stars_records`, so the records and errors are that function's."""
+    view = memoryview(data)[len(data) % STARS_SIZE :]
+    if _NATIVE_LITTLE:
+        words = view.cast("H")
+        headers = words[0::_WORDS16].tolist()
+        magics = words[1::_WORDS16].tolist()
+        kinds = set(headers)
+        if magics.count(STARS_MAGIC) == len(magics) and not any(
+            h & 63 in (FUNCTION_SUBTASK_START, FUNCTION_SUBTASK_END) for h in kinds
+        ):
+            if any(h & _OTHER_BITS for h in kinds):
+                headers = [h & ~_OTHER_BITS for h in headers]
+            columns = StarsColumns(
+                headers,
+                words[2::_WORDS16].tolist(),
+                words[3::_WORDS16].tolist(),
+                view.cast("Q")[1::_WORDS64].tolist(),
+            )
+            return columns, []
+    tasks, subtasks = stars_records(data)
+    headers = [r.function | r.sqe_type << 10 for r in tasks]
+    return (
+        StarsColumns(
+            headers, [r.stream_id for r in tasks], [r.task_id for r in tasks], [r.counter for r in tasks]
+        ),
+        subtasks,
+    )
 
 
 class ContextRecord(NamedTuple):
@@ -241,6 +314,16 @@ def _bad_host(magic: int, level: int, what: str) -> DeclinedError:
 
 
 def api_records(data: bytes) -> list[ApiRecord]:
+    view = _host_view(data, API_EVENT_SIZE)
+    if view is not None:
+        words = view.cast("Q")  # five per record: start, end in the third and fourth
+        if _ALL_ONES not in words[3::5].tolist() and 0 not in words[2::5].tolist():
+            return list(map(_new, repeat(ApiRecord), _API_FIELDS.iter_unpack(view)))
+    return _api_records(data)
+
+
+def _api_records(data: bytes) -> list[ApiRecord]:
+    """:func:`api_records` record by record: the reference, and where a record is declined."""
     out: list[ApiRecord] = []
     append = out.append
     for magic, level, stype, thread, _len, start, end, item in _unpacked(data, _API_EVENT, API_EVENT_SIZE):
@@ -274,6 +357,22 @@ class TaskTrackRecord(NamedTuple):
 
 
 def task_track_records(data: bytes) -> list[TaskTrackRecord]:
+    view = _host_view(data, HOST_COMPACT_SIZE)
+    if view is None:
+        return _task_track_records(data)
+    return [
+        _new(
+            TaskTrackRecord,
+            (level, stype, thread, ts, (dev >> 12) & 0xF, dev & 0xFFF, stream, task, batch, ttype, kernel),
+        )
+        for level, stype, thread, ts, dev, stream, task, batch, ttype, kernel in _TRACK_FIELDS.iter_unpack(
+            view
+        )
+    ]
+
+
+def _task_track_records(data: bytes) -> list[TaskTrackRecord]:
+    """:func:`task_track_records` record by record: the reference, and where one is declined."""
     out: list[TaskTrackRecord] = []
     append = out.append
     for fields in _unpacked(data, _TASK_TRACK, HOST_COMPACT_SIZE):
@@ -311,6 +410,14 @@ class NodeBasicRecord(NamedTuple):
 
 
 def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+    view = _host_view(data, HOST_COMPACT_SIZE)
+    if view is None:
+        return _node_basic_records(data)
+    return list(map(_new, repeat(NodeBasicRecord), _BASIC_FIELDS.iter_unpack(view)))
+
+
+def _node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+    """:func:`node_basic_records` record by record: the reference, and where one is declined."""
     out: list[NodeBasicRecord] = []
     for fields in _unpacked(data, _NODE_BASIC, HOST_COMPACT_SIZE):
         magic, level, stype, thread, _len, ts, node, ttype, optype, block, flag = fields

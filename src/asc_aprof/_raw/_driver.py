@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import os
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio.to_thread
@@ -12,6 +16,41 @@ from ._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
 logger = logging.getLogger("asc_aprof")
+
+
+class _GcPause:
+    """Keeps Python's cyclic garbage collector off while runs are decoded, in any thread.
+
+    A decode builds some twenty small container objects per task, none of them in a reference
+    cycle, so collection passes over them find nothing while costing about a fifth of the
+    decode's time (measured: 1.16 against 1.46 G instructions for a 10,000-task run). The
+    collector is switched off while at least one decode runs and back on after the last one,
+    if it was on before the first; cycles other threads make meanwhile are collected then.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decoding = 0  # guarded by _lock: decodes running now
+        self._paused = False  # guarded by _lock: whether this pause switched the collector off
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._decoding == 0 and gc.isenabled():
+                gc.disable()
+                self._paused = True
+            self._decoding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._decoding -= 1
+                if self._decoding == 0 and self._paused:
+                    self._paused = False
+                    gc.enable()
+
+
+_gc_paused = _GcPause()
 
 
 def _listing(run_dir: Path) -> dict[str, list[str]]:
@@ -50,7 +89,8 @@ def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -
     """
     path = Path(run_dir)
     try:
-        return decode_run(*_files(path), with_task_time=with_task_time)
+        with _gc_paused():
+            return decode_run(*_files(path), with_task_time=with_task_time)
     except DeclinedError as exc:
         return exc.declined
     except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
@@ -62,7 +102,8 @@ def read_export_rows(run_dir: str | os.PathLike[str]) -> ExportRows | Declined:
     """The rows ``msprof.py export summary`` would write for run *run_dir* (for a CSV writer), or
     why not. Unlike :func:`read_run`, a bug raises: the caller has no other way to read the run."""
     try:
-        return export_rows(*_files(Path(run_dir)))
+        with _gc_paused():
+            return export_rows(*_files(Path(run_dir)))
     except DeclinedError as exc:
         return exc.declined
 

@@ -13,8 +13,9 @@ levels real runs use (ACL calls, node launches and runtime tasks) and declines a
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Final, NamedTuple
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any, Final, NamedTuple
 
 from ._decode import (
     ACL_API_GROUPS,
@@ -29,6 +30,8 @@ from ._decode import (
 from ._types import DeclinedError, DeclineReason
 
 ROOT, ACL, MODEL, NODE, HCCL, TASK = 0, 1, 2, 3, 4, 5
+#: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
+_new: Final[Any] = tuple.__new__
 LEVEL_OF: Final = {"acl": ACL, "model": MODEL, "node": NODE, "communication": HCCL, "runtime": TASK}
 
 NA: Final = "N/A"
@@ -82,6 +85,7 @@ _DEPTH_LIMIT: Final = 20
 # Queue entries: (timestamp, level, seq, bound, kind, payload). Sorting the tuples orders them
 # by time, then level, then the order they were added in: the exporter's stable sort.
 _API, _BASIC, _TENSOR, _TRACK, _CONTEXT = 0, 1, 2, 3, 4
+_SKIPPED, _OTHER_LEVEL = -1, -2  # api_event calls the queue leaves out, or declines
 
 
 class _Node:
@@ -130,60 +134,54 @@ def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
     """
     entries.sort()
     root_bound = max((e[3] for e in entries), default=-1) + 1
-    stack: list[tuple[int, int]] = [(ROOT, root_bound)]  # (level, bound) of the open calls
-    nodes: list[_Node | None] = [None]  # the node launch open at each stack depth
+    # The open calls, innermost last: their levels, bounds, and the node launch open at each.
+    levels: list[int] = [ROOT]
+    bounds: list[int] = [root_bound]
+    nodes: list[Any] = [None]
     last_node: _Node | None = None
     out: list[tuple[_Track, _Node | None]] = []
+    append = out.append
+    payload: Any
     for timestamp, level, _seq, bound, kind, payload in entries:
-        additional = kind != _API
-        skipped = False
+        if kind != _API:
+            while bound > bounds[-1]:
+                del levels[-1], bounds[-1], nodes[-1]
+            if kind == _TRACK:
+                # No runtime-level API call exists (declined), so a runtime record always hangs
+                # in the tree on its own, below the innermost open call.
+                append((payload, nodes[-1]))
+            elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
+                if kind == _BASIC:
+                    last_node.basic = payload
+                else:
+                    last_node.others = True
+                    if kind == _CONTEXT:
+                        last_node.contexts.append(payload)
+            # else: a node record outside every node launch hangs alone; it changes nothing here
+            continue
         while True:
-            parent_level, parent_bound = stack[-1]
-            if bound > parent_bound:
-                stack.pop()
-                nodes.pop()
-                continue
-            if level == ACL and not additional and parent_level != ROOT:
-                skipped = True  # nested ACL calls take no part in the tree
-                break
-            if not additional and level < parent_level:
-                stack.pop()
-                nodes.pop()
+            parent_level = levels[-1]
+            if bound > bounds[-1] or (level < parent_level and level != ACL):
+                del levels[-1], bounds[-1], nodes[-1]
                 continue
             break
-        if skipped:
-            continue
-        if not additional:
-            if level == NODE and parent_level == NODE:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
-                )
-            if len(stack) > _DEPTH_LIMIT:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
-                )
-            node = payload if level == NODE else nodes[-1]
-            assert node is None or isinstance(node, _Node)
-            if level == NODE:
-                last_node = node
-            stack.append((level, bound))
-            nodes.append(node)
-            continue
-        if kind == _TRACK:
-            # No runtime-level API call exists (declined), so a runtime record always hangs in
-            # the tree on its own, below the innermost open call.
-            assert isinstance(payload, _Track)
-            out.append((payload, nodes[-1]))
-        elif last_node is not None and last_node.start <= timestamp <= last_node.bound:
-            if kind == _BASIC:
-                assert isinstance(payload, _NodeBasic)
-                last_node.basic = payload
-            else:
-                last_node.others = True
-                if kind == _CONTEXT:
-                    assert isinstance(payload, str)
-                    last_node.contexts.append(payload)
-        # else: a node record outside every node launch hangs alone; it changes nothing here
+        if level == ACL and parent_level != ROOT:
+            continue  # nested ACL calls take no part in the tree
+        if level == NODE and parent_level == NODE:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
+            )
+        if len(levels) > _DEPTH_LIMIT:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
+            )
+        if level == NODE:
+            last_node = payload
+            nodes.append(payload)
+        else:
+            nodes.append(nodes[-1])
+        levels.append(level)
+        bounds.append(bound)
     return out
 
 
@@ -199,6 +197,60 @@ class _Tables:
         self._host_task(track, node)
         if track.task_type.startswith("KERNEL") or track.task_type in ("STARS_COMMON", "FFTS_PLUS"):
             self._kernel(track, node)
+
+    def add_all(self, pairs: Iterable[tuple[_Track, _Node | None]]) -> None:
+        """:meth:`add` of every pair, with the common case inlined: a task type without context
+        ids (one host task, the invalid context) and, at level 1, a node launch with its
+        node_basic_info (one GE task); anything else takes :meth:`add`'s path."""
+        host_append = self.host_tasks.append
+        ge_append = self.ge_tasks.append
+        level0 = self.level0
+        kernel_types: dict[str, bool] = {}
+        for track, node in pairs:
+            _thread, device, stream, task, batch, ttype, kernel_name, timestamp = track
+            if ttype in CONTEXT_WHITE_LIST and (
+                ttype in MIX_TASK_TYPES or (node is not None and node.contexts)
+            ):
+                self.add(track, node)
+                continue
+            host_append(
+                _new(HostTask, (device, stream, task, INVALID_CONTEXT, batch, ttype, kernel_name, timestamp))
+            )
+            is_kernel = kernel_types.get(ttype)
+            if is_kernel is None:
+                is_kernel = kernel_types[ttype] = ttype.startswith("KERNEL") or ttype in (
+                    "STARS_COMMON",
+                    "FFTS_PLUS",
+                )
+            if not is_kernel:
+                continue
+            basic = node.basic if node is not None else None
+            if (
+                level0
+                or basic is None
+                or node.contexts  # type: ignore[union-attr]
+                or not node.name  # type: ignore[union-attr]
+                or node.name.startswith("Lccl")  # type: ignore[union-attr]
+                or basic.task_type in ("FFTS_PLUS", "COMMUNICATION", "HCCL")
+            ):
+                self._kernel(track, node)
+                continue
+            ge_append(
+                _new(
+                    GeTask,
+                    (
+                        device,
+                        stream,
+                        task,
+                        INVALID_CONTEXT,
+                        batch,
+                        node.name,  # type: ignore[union-attr]
+                        basic.task_type,
+                        basic.block_num,
+                        basic.mix_block_num,
+                    ),
+                )
+            )
 
     def _host_task(self, track: _Track, node: _Node | None) -> None:
         if track.task_type in CONTEXT_WHITE_LIST and (
@@ -318,59 +370,62 @@ def _api_struct_type(records: HostRecords, api: ApiRecord) -> str:
 
 def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
     """Runtime tasks in the order the exporter stores them, flips applied (batch ids)."""
-    kept: list[TaskTrackRecord] = []
+    kept: list[_Track] = []
+    append = kept.append
     flips: list[TaskTrackRecord] = []
     names: dict[int, str] = {}
+    hashes = records.hashes
+    kernel_names: dict[int, str] = {}
+    batched = False  # whether a kept record has a batch id other than 0
+    runtime = 5000  # the runtime level: task_track records of any other level are declined
     for rec in records.tracks:
-        _require_level(rec.level, "runtime", "task_track")
-        ttype = names.get(rec.task_type)
+        level, _stype, thread, timestamp, dev_type, device, stream, task, batch, ttype_id, kernel = rec
+        if level != runtime:
+            _require_level(level, "runtime", "task_track")
+        ttype = names.get(ttype_id)
         if ttype is None:
-            ttype = names[rec.task_type] = records.type_name(rec.level, rec.task_type)
+            ttype = names[ttype_id] = records.type_name(level, ttype_id)
         if ttype == FLIP_TASK:
             flips.append(rec)
         elif ttype != MAINTENANCE:
-            if rec.dev_type != 0:
+            if dev_type != 0:
                 raise DeclinedError(DeclineReason.UNSUPPORTED, "DPU task_track records")
-            kept.append(rec)
-    if all_export:
-        # The exporter groups tasks by (device, stream), sorts each group by time and counts task
-        # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
-        groups: dict[tuple[int, int], list[TaskTrackRecord]] = {}
-        for rec in kept:
-            groups.setdefault((rec.device_id, rec.stream_id), []).append(rec)
-        first_flip: dict[tuple[int, int], int] = {}
-        for flip in flips:
-            key = (flip.device_id, flip.stream_id)
-            first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
-        ordered: list[TaskTrackRecord] = []
-        for key, group in groups.items():
-            group.sort(key=lambda r: r.timestamp)
-            limit = first_flip.get(key)
-            if limit is not None and group[-1].timestamp >= limit:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED,
-                    f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
-                )
-            ordered.extend(group)
-        batch_of = 0
-        kept = ordered
-    else:
-        if any(rec.batch_id for rec in kept):
+            name = kernel_names.get(kernel)
+            if name is None:
+                name = kernel_names[kernel] = hashes.get(str(kernel), NA)
+            batched = batched or batch != 0
+            # Batch id 0: what is accepted has no task-id wrap (declined below).
+            append(_new(_Track, (thread, device, stream, task, 0, ttype, name, timestamp)))
+    if not all_export:
+        if batched:
             raise DeclinedError(DeclineReason.UNSUPPORTED, "task_track batch ids other than 0")
-        batch_of = 0
-    return [
-        _Track(
-            rec.thread_id,
-            rec.device_id,
-            rec.stream_id,
-            rec.task_id,
-            batch_of,
-            names[rec.task_type],
-            records.hashes.get(str(rec.kernel_hash), NA),
-            rec.timestamp,
-        )
-        for rec in kept
-    ]
+        return kept
+    # The exporter groups tasks by (device, stream), sorts each group by time and counts task
+    # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
+    groups: dict[tuple[int, int], list[_Track]] = {}
+    for track in kept:
+        key = (track[1], track[2])
+        group = groups.get(key)
+        if group is None:
+            groups[key] = [track]
+        else:
+            group.append(track)
+    first_flip: dict[tuple[int, int], int] = {}
+    for flip in flips:
+        key = (flip.device_id, flip.stream_id)
+        first_flip[key] = min(first_flip.get(key, flip.timestamp), flip.timestamp)
+    ordered: list[_Track] = []
+    by_time = itemgetter(7)
+    for key, group in groups.items():
+        group.sort(key=by_time)
+        limit = first_flip.get(key)
+        if limit is not None and group[-1].timestamp >= limit:
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
+            )
+        ordered.extend(group)
+    return ordered
 
 
 def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
@@ -379,30 +434,55 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
     seq = 0
     # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
     # task_track records (ties in time and level keep this order).
-    struct_types: dict[tuple[int, int], str] = {}
+    # Per (level, struct type): the entry level, or _SKIPPED (StreamSyncTaskFinish) or
+    # _OTHER_LEVEL (declined once such a call is not skipped).
+    api_levels: dict[tuple[int, int], int] = {}
+    node_names: dict[int, str] = {}
     for api in records.apis:
-        struct_type = struct_types.get((api.level, api.struct_type))
-        if struct_type is None:
-            struct_type = struct_types[api.level, api.struct_type] = _api_struct_type(records, api)
-        if struct_type == "StreamSyncTaskFinish" or api.start <= 0 or api.start == api.end:
+        api_level, stype, thread, start, end, item = api
+        level = api_levels.get((api_level, stype))
+        if level is None:
+            struct_type = _api_struct_type(records, api)
+            if struct_type == "StreamSyncTaskFinish":
+                level = _SKIPPED
+            else:
+                found = LEVEL_OF.get(LEVELS[api_level])
+                level = found if found in (ACL, NODE) else _OTHER_LEVEL
+            api_levels[api_level, stype] = level
+        if level == _SKIPPED or start <= 0 or start == end:
             continue
-        level_name = LEVELS[api.level]
-        level = LEVEL_OF.get(level_name)
-        if level != ACL and level != NODE:
+        if level == _OTHER_LEVEL:
             raise DeclinedError(
                 DeclineReason.UNKNOWN_RECORD,
-                f"api_event call at level {level_name!r} (only ACL and node are known)",
+                f"api_event call at level {LEVELS[api_level]!r} (only ACL and node are known)",
             )
-        node = _Node(records.name(api.item_id), api.start, api.end) if level == NODE else None
-        threads.setdefault(api.thread_id, []).append((api.start, level, seq, api.end, _API, node))
+        if level == NODE:
+            name = node_names.get(item)
+            if name is None:
+                name = node_names[item] = records.name(item)
+            node: _Node | None = _Node(name, start, end)
+        else:
+            node = None
+        entries = threads.get(thread)
+        if entries is None:
+            entries = threads[thread] = []
+        entries.append((start, level, seq, end, _API, node))
         seq += 1
+    basics: dict[tuple[int, int], _NodeBasic] = {}  # one payload per (GE type, block word)
     for basic in records.node_basics:
-        _require_level(basic.level, "node", "node_basic_info")
-        ttype = GE_TASK_TYPES.get(basic.task_type, str(basic.task_type))
-        payload = _NodeBasic(ttype, basic.block_num, basic.mix_block_num)
-        threads.setdefault(basic.thread_id, []).append(
-            (basic.timestamp, NODE, seq, basic.timestamp, _BASIC, payload)
-        )
+        basic_level, _stype, thread, timestamp, _node_hash, ge_type, _op_type, block, _flag = basic
+        if basic_level != 10000:
+            _require_level(basic_level, "node", "node_basic_info")
+        payload = basics.get((ge_type, block))
+        if payload is None:
+            ttype = GE_TASK_TYPES.get(ge_type, str(ge_type))
+            payload = basics[ge_type, block] = _NodeBasic(
+                ttype, block & 0xFFFF, (block & 0xFFFF) * (block >> 16)
+            )
+        entries = threads.get(thread)
+        if entries is None:
+            entries = threads[thread] = []
+        entries.append((timestamp, NODE, seq, timestamp, _BASIC, payload))
         seq += 1
     for tensor in records.tensors:
         _require_level(tensor.level, "node", "tensor_info")
@@ -411,14 +491,15 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
         )
         seq += 1
     for track in _tracks(records, all_export):
-        threads.setdefault(track.thread_id, []).append(
-            (track.timestamp, TASK, seq, track.timestamp, _TRACK, track)
-        )
+        thread, timestamp = track[0], track[7]
+        entries = threads.get(thread)
+        if entries is None:
+            entries = threads[thread] = []
+        entries.append((timestamp, TASK, seq, timestamp, _TRACK, track))
         seq += 1
     tables = _Tables(level0)
     for entries in threads.values():
-        for track, node in _chain(entries):
-            tables.add(track, node)
+        tables.add_all(_chain(entries))
     return HostTables(tuple(tables.host_tasks), tuple(tables.ge_tasks))
 
 

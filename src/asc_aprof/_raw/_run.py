@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import operator
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
@@ -30,7 +31,7 @@ from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
     SQE_TYPES,
-    StarsRecord,
+    StarsColumns,
     SubtaskRecord,
     api_records,
     context_records,
@@ -42,7 +43,7 @@ from ._decode import (
     key_values,
     node_basic_records,
     records,
-    stars_records,
+    stars_columns,
     task_track_records,
     ts_track_flips,
     type_info_dic,
@@ -249,9 +250,33 @@ class DeviceClock:
     local_offset: float  # µs: start_info collectionTimeBegin - clockMonotonicRaw / 1000
     collect_begin: str  # start_info collectionTimeBegin, as text
     offset: decimal.Decimal = dataclasses.field(init=False)
+    _terms: tuple[tuple[int, int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
+    _begin_bounds: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
+        # Per number of decimals in repr(ns): (factor of ns's digits, the offset's digits over
+        # the same power of ten, the power of ten of 1 ns); empty: the offset's repr has an
+        # exponent, so every start takes the Decimal path.
+        terms: list[tuple[int, int, int]] = []
+        digits = _repr_digits(self.local_offset)
+        if digits is not None:
+            off_value, off_places = digits
+            for places in range(_MAX_PLACES + 1):
+                scale = max(places + 3, off_places, 4)
+                terms.append(
+                    (_TEN[scale - places - 3], off_value * _TEN[scale - off_places], _TEN[scale - 3])
+                )
+        object.__setattr__(self, "_terms", tuple(terms))
+        begin = self.collect_begin
+        # (lowest and highest+1 integer part with the begin's digit count, the begin) for
+        # kept_ns; empty where the begin is not plain ASCII digits.
+        bounds = (
+            (10 ** (len(begin) - 1), 10 ** len(begin), int(begin))
+            if begin.isascii() and begin.isdigit()
+            else ()
+        )
+        object.__setattr__(self, "_begin_bounds", bounds)
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -266,6 +291,65 @@ class DeviceClock:
         value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
         return str(value.quantize(_MILLI, context=_DECIMAL))
 
+    def printed(self, ns: float) -> tuple[str, int]:
+        """(:meth:`local`, the same value as integer ns), in integer arithmetic where it is exact.
+
+        ``local`` adds two decimals read from ``repr`` strings (``Decimal(repr(x))`` is exactly
+        the integer of repr's digits over a power of ten) in a 28-digit context and rounds half
+        even to 3 decimals. With both digit strings as integers over a common power of ten, the
+        sum is the same integer; below 10**28 the Decimal sum is exact, so rounding that integer
+        half even gives the same 3-decimal value. Anything else (exponent forms, sums of 28
+        digits or more, values below 1 µs) takes the Decimal path.
+        """
+        texts, values = self.printed_all([ns])
+        return texts[0] or _ns_text(values[0]), values[0]
+
+    def printed_all(
+        self, values: Sequence[float], *, text: bool = True
+    ) -> tuple[list[str | None], list[int]]:
+        """:meth:`printed` of every value: (the printed starts, the same as integer ns).
+
+        Without *text*, a printed start that is ``_ns_text`` of its integer is None (the caller
+        formats it only where it needs it: :meth:`kept_ns`)."""
+        texts: list[str | None] = []
+        out: list[int] = []
+        text_append = texts.append
+        out_append = out.append
+        terms = self._terms
+        for ns in values:
+            written = repr(ns)
+            if terms and "e" not in written and "n" not in written:  # not an exponent, inf, nan
+                whole, _, fraction = written.partition(".")
+                # ns = digits / 10**places; µs = digits / 10**(places + 3), plus the offset's
+                # digits, both over 10**scale: total / 10**scale µs, rounded to 10**(scale - 3).
+                factor, offset_term, unit = terms[len(fraction)]
+                total = int(whole + fraction) * factor + offset_term
+                if 0 < total < _DIGITS_LIMIT:
+                    quotient, rest = divmod(total, unit)
+                    if 2 * rest > unit or (2 * rest == unit and quotient & 1):
+                        quotient += 1
+                    if quotient >= 1000:
+                        text_append(f"{quotient // 1000}.{quotient % 1000:03d}" if text else None)
+                        out_append(quotient)
+                        continue
+            start = self.local(ns)
+            text_append(start)
+            out_append(int(decimal.Decimal(start) * 1000))
+        return texts, out
+
+    def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
+        """:meth:`kept` of a printed start given as integer ns (*start*: its text, or None where
+        it is ``_ns_text(start_ns)``). The shortcut of :meth:`kept` in integers: the printed
+        integer part has no leading zero, so it has the begin's number of digits exactly when it
+        lies in [10**(n-1), 10**n), and equal-length digit strings compare as their numbers."""
+        bounds = self._begin_bounds
+        if start is None:
+            whole = start_ns // 1000
+            if bounds and bounds[0] <= whole < bounds[1] and whole >= bounds[2]:
+                return True
+            start = _ns_text(start_ns)
+        return self.kept(start, duration_us)
+
     def kept(self, start: str, duration_us: float) -> bool:
         """The exporter's filter: tasks that started before the collection are dropped.
 
@@ -278,6 +362,28 @@ class DeviceClock:
             return True
         end = _DECIMAL.add(decimal.Decimal(start), decimal.Decimal(repr(duration_us)))
         return cell > begin or cell < begin < str(end.quantize(_MILLI, context=_DECIMAL))
+
+
+#: Powers of ten for :meth:`DeviceClock.printed`: repr writes a float without exponent only
+#: from 1e-4 to 1e16, so with at most 21 decimals (and the offset, from 1e-4 µs on, too).
+_MAX_PLACES: Final = 24
+_TEN: Final = tuple(10**n for n in range(_MAX_PLACES + 8))
+_DIGITS_LIMIT: Final = 10**28  # the Decimal context's precision
+
+
+def _ns_text(start_ns: int) -> str:
+    """A printed start (µs, 3 decimals) from integer ns of at least 1 µs."""
+    return f"{start_ns // 1000}.{start_ns % 1000:03d}"
+
+
+def _repr_digits(value: float) -> tuple[int, int] | None:
+    """``repr(value)`` as (its digits as an integer, the number of decimals), or None for the
+    exponent form, infinities and NaN."""
+    text = repr(value)
+    if "e" in text or "n" in text:
+        return None
+    whole, _, fraction = text.partition(".")
+    return int(whole + fraction), len(fraction)
 
 
 def _number(value: object, what: str) -> float:
@@ -341,6 +447,11 @@ class _DeviceTask(NamedTuple):
     end_cycles: int
 
 
+_START: Final = operator.itemgetter(4)  # _DeviceTask.start, _Ascend.start
+_FIRST: Final = operator.itemgetter(0)
+#: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
+_new: Final[Any] = tuple.__new__
+
 _PLACE_HOLDER_SQE: Final = 3
 #: op_summary's type of every row of a run in which no kernel ran.
 PLACE_HOLDER_TYPE: Final = SQE_TYPES[_PLACE_HOLDER_SQE]
@@ -368,58 +479,98 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
     )
 
 
-def _device_tasks(
-    stars: list[StarsRecord], clock: DeviceClock, folder: str, expanded: bool
+def _paired_tasks(
+    columns: StarsColumns, clock: DeviceClock, folder: str, expanded: bool
 ) -> list[_DeviceTask]:
-    timed: list[tuple[float, int, int, StarsRecord]] = []
-    base, hertz, offset = clock.terms()
+    """Start and end records paired per (task id, stream id) in time order (stable: equal times
+    keep file order), as device tasks in start order (stable: equal starts in group order).
+
+    Column by column: times in one pass, one sort of record indices, groups of indices."""
+    headers, streams, tasks, counters = columns
     sqe_count = len(SQE_TYPES)
-    for rec in stars:
-        function, sqe, stream, task, counter = rec
-        if function > 1:
-            # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
-        if sqe >= sqe_count:
-            raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
-        if stream >= 2048:
-            stream, task = stream_task_ids(stream, task, sqe, expanded)
-        timed.append((float(counter - base) / hertz * 1e9 + offset, stream, task, rec))
-    timed.sort(key=lambda item: item[0])
-    groups: dict[
-        tuple[int, int],
-        tuple[list[tuple[float, int, int, StarsRecord]], list[tuple[float, int, int, StarsRecord]]],
-    ] = {}
-    for item in timed:
-        starts, ends = groups.setdefault((item[2], item[1]), ([], []))
-        (starts if item[3].function == 0 else ends).append(item)
-    matched: list[_DeviceTask] = []
-    for starts, ends in groups.values():
-        i = j = 0
-        while i < len(starts) and j < len(ends):
-            s_time, stream, task, s_rec = starts[i]
-            e_time, _, _, e_rec = ends[j]
-            if e_time < s_time:
-                j += 1  # an end without its start
-                continue
-            if i + 1 == len(starts) or e_time < starts[i + 1][0]:
-                matched.append(
-                    _DeviceTask(
-                        stream,
-                        task,
-                        INVALID_CONTEXT,
-                        SQE_TYPES[s_rec.sqe_type],
-                        s_time,
-                        e_time - s_time,
-                        s_rec.counter,
-                        e_rec.counter,
-                    )
+    kinds = set(headers)
+    if any(h & 63 > 1 or h >> 10 >= sqe_count for h in kinds):
+        # The first declined record in file order names the decline, as record by record.
+        for header, stream, task in zip(headers, streams, tasks, strict=True):
+            function, sqe = header & 63, header >> 10
+            if function > 1:
+                # Other logs (block log, fusion tasks, sampled data) feed tables not modelled here.
+                raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc function {function}")
+            if sqe >= sqe_count:
+                raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"{folder} stars_soc SQE type {sqe}")
+            if stream >= 2048:
+                stream_task_ids(stream, task, sqe, expanded)
+    if streams and max(streams) >= 2048:
+        streams, tasks = streams[:], tasks[:]
+        for index, stream in enumerate(streams):
+            if stream >= 2048:
+                streams[index], tasks[index] = stream_task_ids(
+                    stream, tasks[index], headers[index] >> 10, expanded
                 )
-                i += 1
-                j += 1
-            else:
-                i += 1  # a start whose end was lost
-    matched.sort(key=lambda t: t.start)
+    base, hertz, offset = clock.terms()
+    # The exporter's float arithmetic (``float(c - a) / b * 1e9 + c0``: c - a is a float already).
+    times = [(counter - base) / hertz * 1e9 + offset for counter in counters]
+    starts_of = {h: h & 63 == 0 for h in kinds}
+    is_start = [starts_of[h] for h in headers]
+    keys = [task << 16 | stream for task, stream in zip(tasks, streams, strict=True)]  # both < 65536
+    groups: dict[int, list[int]] = {}
+    get = groups.get
+    for index in sorted(range(len(times)), key=times.__getitem__):
+        key = keys[index]
+        group = get(key)
+        if group is None:
+            groups[key] = [index]
+        else:
+            group.append(index)
+    del keys
+    matched: list[_DeviceTask] = []
+    append = matched.append
+    for group in groups.values():
+        if len(group) == 2 and is_start[group[0]] and not is_start[group[1]]:
+            pairs: Sequence[list[int]] = (group,)  # a start, then its end
+        else:
+            pairs = _pairs(group, is_start, times)
+        for s_index, e_index in pairs:
+            s_time = times[s_index]
+            append(
+                _new(
+                    _DeviceTask,
+                    (
+                        streams[s_index],
+                        tasks[s_index],
+                        INVALID_CONTEXT,
+                        SQE_TYPES[headers[s_index] >> 10],
+                        s_time,
+                        times[e_index] - s_time,
+                        counters[s_index],
+                        counters[e_index],
+                    ),
+                )
+            )
+    matched.sort(key=_START)
     return matched
+
+
+def _pairs(group: list[int], is_start: list[bool], times: list[float]) -> list[list[int]]:
+    """One (task, stream)'s records (indices in time order) paired: an end before its start is
+    dropped, a start followed by another start before its end is dropped (its end was lost)."""
+    starts = [i for i in group if is_start[i]]
+    ends = [i for i in group if not is_start[i]]
+    out: list[list[int]] = []
+    i = j = 0
+    while i < len(starts) and j < len(ends):
+        s_time = times[starts[i]]
+        e_time = times[ends[j]]
+        if e_time < s_time:
+            j += 1  # an end without its start
+            continue
+        if i + 1 == len(starts) or e_time < times[starts[i + 1]]:
+            out.append([starts[i], ends[j]])
+            i += 1
+            j += 1
+        else:
+            i += 1  # a start whose end was lost
+    return out
 
 
 #: FFTS+ subtask types (``StarsConstant.SUBTASK_TYPE``).
@@ -516,7 +667,7 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
     hosts: dict[tuple[int, int, int, int], HostTask] = {}
     for h in host:
-        key = (h.stream_id, h.task_id, h.context_id, h.batch_id)
+        key = (h[1], h[2], h[3], h[4])  # (stream, task, context, batch)
         if key in hosts:
             raise DeclinedError(
                 DeclineReason.AMBIGUOUS, f"{folder}: two host tasks of stream {key[0]} task {key[1]}"
@@ -524,31 +675,49 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
         hosts[key] = h
     devices: dict[tuple[int, int, int, int], _DeviceTask] = {}
     for t in device:
-        key = (t.stream_id, t.task_id, t.context_id, 0)
+        key = (t[0], t[1], t[2], 0)
         if key in devices:
             raise DeclinedError(
                 DeclineReason.AMBIGUOUS, f"{folder}: two device tasks of stream {key[0]} task {key[1]}"
             )
         devices[key] = t
     out: list[_Ascend] = []
+    append = out.append
+    get = hosts.get
     for key, t in devices.items():
-        found = hosts.get(key)
-        host_type = found.task_type if found is not None else UNKNOWN
-        out.append(_Ascend(*key, t.start, t.duration, host_type, t.sqe_type, t.start_cycles, t.end_cycles))
+        stream, task, context, batch = key
+        _s, _t, _c, sqe_type, start, duration, start_cycles, end_cycles = t
+        found = get(key)
+        host_type = found[5] if found is not None else UNKNOWN
+        append(
+            _new(
+                _Ascend,
+                (
+                    stream,
+                    task,
+                    context,
+                    batch,
+                    start,
+                    duration,
+                    host_type,
+                    sqe_type,
+                    start_cycles,
+                    end_cycles,
+                ),
+            )
+        )
     for key, h in hosts.items():
         if key not in devices:
-            out.append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
-    out.sort(key=lambda a: a.start)
+            append(_Ascend(*key, -1, -1, h.task_type, UNKNOWN, 0, 0))
+    out.sort(key=_START)
     return out
 
 
 def _check_ties(starts: Iterable[float], folder: str, what: str) -> None:
-    seen: set[float] = set()
-    for start in starts:
-        if start in seen:
-            # The exporter orders equal starts by set iteration and SQLite's sorter.
-            raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}: two {what} rows start at the same time")
-        seen.add(start)
+    starts = list(starts)
+    if len(set(starts)) != len(starts):
+        # The exporter orders equal starts by set iteration and SQLite's sorter.
+        raise DeclinedError(DeclineReason.AMBIGUOUS, f"{folder}: two {what} rows start at the same time")
 
 
 def _task_type(host_type: str, device_type: str) -> str:
@@ -591,38 +760,54 @@ class _Device:
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
         joined: list[tuple[_Ascend, GeTask]] = []
+        ge = self.ge
         for a in self.ascend:
             if a.start == -1:
                 continue
-            for g in self.ge.get((a.stream_id, a.task_id, a.batch_id, a.context_id), []):
-                if g.task_type not in ("WRITE_BACK", "INVALID"):
-                    joined.append((a, g))
-        _check_ties((a.start for a, _ in joined), self.dev.folder, "op_summary")
-        joined.sort(key=lambda item: item[0].start)
+            found = ge.get((a[0], a[1], a[3], a[2]))  # (stream, task, batch, context)
+            if found:
+                for g in found:
+                    if g.task_type not in ("WRITE_BACK", "INVALID"):
+                        joined.append((a, g))
+        _check_ties([a.start for a, _ in joined], self.dev.folder, "op_summary")
+        # The exporter sorts these rows by start; self.ascend is in start order already (a
+        # stable sort), so joined is too, and sorting it again would keep every row in place.
         rows: list[_Row] = []
+        append = rows.append
         clock = self.clock
-        for a, g in joined:
-            duration = round(a.duration / 1000.0, 3)
-            start = clock.local(a.start)
-            if not clock.kept(start, duration):
+        kept = clock.kept_ns
+        texts, starts_ns = clock.printed_all([a[4] for a, _ in joined], text=False)
+        device = self.dev.device
+        names: dict[str, str] = {}
+        for (a, g), start, start_ns in zip(joined, texts, starts_ns, strict=True):
+            stream, task, _context, batch, _start, a_duration, _h, _d, start_cycles, end_cycles = a
+            duration = round(a_duration / 1000.0, 3)
+            if not kept(start_ns, start, duration):
                 continue
-            raw = RawTask(
-                self.dev.device,
-                a.stream_id,
-                a.task_id,
-                a.batch_id,
-                hashes.get(g.op_name, g.op_name),
-                g.task_type,
-                g.task_type,
-                duration,
-                a.duration,
-                int(decimal.Decimal(start) * 1000),
-                a.start_cycles,
-                a.end_cycles,
-                None if level0 else g.block_num,
-                None if level0 else g.mix_block_num,
+            op_name = g.op_name
+            name = names.get(op_name)
+            if name is None:
+                name = names[op_name] = hashes.get(op_name, op_name)
+            raw = _new(
+                RawTask,
+                (
+                    device,
+                    stream,
+                    task,
+                    batch,
+                    name,
+                    g.task_type,
+                    g.task_type,
+                    duration,
+                    a_duration,
+                    start_ns,
+                    start_cycles,
+                    end_cycles,
+                    None if level0 else g.block_num,
+                    None if level0 else g.mix_block_num,
+                ),
             )
-            rows.append(_Row(raw, a))
+            append(_new(_Row, (raw, a)))
         return rows
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
@@ -677,23 +862,33 @@ class _Device:
         device task prints the same start (same time, same arithmetic) and passes the same
         start filter, others are printed and filtered here.
         """
-        a = row.ascend
-        found: str | None = None
+        return self.joined_types([row])[0]
+
+    def joined_types(self, rows: Iterable[_Row]) -> list[str | None]:
+        """:meth:`joined_type` of every row (the lookups done once)."""
         cells = self.task_time_cells()
-        for b in self._groups().get((a.stream_id, a.task_id, a.batch_id), []):
-            if b is not a:
-                start = self.clock.local(b.start)
-                if not self.clock.kept(start, round(b.duration / 1000.0, 3)):
+        groups = self._groups()
+        clock = self.clock
+        out: list[str | None] = []
+        for row in rows:
+            a = row.ascend
+            found: str | None = None
+            for b in groups.get((a[0], a[1], a[3]), ()):  # (stream, task, batch)
+                if b is not a:
+                    start, start_ns = clock.printed(b.start)
+                    if not clock.kept(start, round(b.duration / 1000.0, 3)):
+                        continue
+                    if start_ns != row.raw.start_ns:
+                        continue
+                ttype = cells[id(b)][1]
+                if ttype in CONTROL_TYPES:
                     continue
-                if int(decimal.Decimal(start) * 1000) != row.raw.start_ns:
-                    continue
-            ttype = cells[id(b)][1]
-            if ttype in CONTROL_TYPES:
-                continue
-            if found is not None and found != ttype:
-                return None
-            found = ttype
-        return found
+                if found is not None and found != ttype:
+                    found = None
+                    break
+                found = ttype
+            out.append(found)
+        return out
 
     def task_time_rows(self) -> list[RawTask]:
         """task_time: the listed tasks in printed-start order, filtered as exported."""
@@ -702,16 +897,20 @@ class _Device:
         listed = [a for group in self._groups().values() for a in group]
         # Only the order of task_time's rows depends on how equal starts are ordered.
         _check_ties((a.start for a in listed), self.dev.folder, "task_time")
-        printed = sorted(((clock.local(a.start), a) for a in listed), key=lambda item: item[0])
+        texts, starts_ns = clock.printed_all([a.start for a in listed])
+        # In the order of the printed start *strings* (stable), as the exporter sorts them.
+        printed = sorted(zip(texts, starts_ns, listed, strict=True), key=_FIRST)
         rows: list[RawTask] = []
-        for start, a in printed:
+        kept = clock.kept_ns
+        device = self.dev.device
+        for start, start_ns, a in printed:
             duration = round(a.duration / 1000.0, 3)
-            if not clock.kept(start, duration):
+            if not kept(start_ns, start, duration):
                 continue
             name, ttype = cells[id(a)]
             rows.append(
                 RawTask(
-                    self.dev.device,
+                    device,
                     a.stream_id,
                     a.task_id,
                     a.batch_id,
@@ -720,7 +919,7 @@ class _Device:
                     ttype,
                     duration,
                     a.duration,
-                    int(decimal.Decimal(start) * 1000),
+                    start_ns,
                     a.start_cycles,
                     a.end_cycles,
                 )
@@ -752,8 +951,8 @@ def _device(
         json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
-    stars, subtasks = stars_records(joined(files[p] for p in dev.stars))
-    device_tasks = _device_tasks(stars, clock, folder, expanded)
+    stars, subtasks = stars_columns(joined(files[p] for p in dev.stars))
+    device_tasks = _paired_tasks(stars, clock, folder, expanded)
     if subtasks:
         if not level0:
             raise DeclinedError(
@@ -774,12 +973,19 @@ def _device(
                         DeclineReason.UNSUPPORTED,
                         f"{folder}: task ids of stream {task.stream_id} wrapped around",
                     )
-    host = [h for h in tables.host_tasks if h.device_id == dev.device]
+    device = dev.device
+    host = [h for h in tables.host_tasks if h[0] == device]
     ascend = _top_down(host, device_tasks, folder)
+    del device_tasks  # (fewer live objects for the garbage collector to walk)
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
     for g in tables.ge_tasks:
-        if g.device_id == dev.device:
-            ge.setdefault((g.stream_id, g.task_id, g.batch_id, g.context_id), []).append(g)
+        if g[0] == device:
+            key = (g[1], g[2], g[4], g[3])  # (stream, task, batch, context)
+            found = ge.get(key)
+            if found is None:
+                ge[key] = [g]
+            else:
+                found.append(g)
     return _Device(dev, clock, ascend, host, ge, hashes, level0)
 
 
@@ -850,6 +1056,7 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
     if host_sample is not None and not level0 and not host.node_basics and host.apis:
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
+    del host  # its records are in the tables now (fewer live objects for the garbage collector)
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
     outputs = [
         _device(
@@ -976,7 +1183,10 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
     out: list[RawTask] = []
     for device in outputs:
-        for row in device.op_rows:
-            found = device.joined_type(row)
-            out.append(row.raw._replace(type=found) if found is not None and found != NA else row.raw)
+        for row, found in zip(device.op_rows, device.joined_types(device.op_rows), strict=True):
+            raw = row.raw
+            # raw._replace(type=found), built in C (type is field 5)
+            out.append(
+                _new(RawTask, (*raw[:5], found, *raw[6:])) if found is not None and found != NA else raw
+            )
     return out
