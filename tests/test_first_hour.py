@@ -181,19 +181,19 @@ def test_an_empty_profile_says_no_kernel_ran(toolkit: Toolkit, caplog: pytest.Lo
     with caplog.at_level(logging.WARNING, logger="asc_aprof"), profiler.profile() as run:
         pass
     assert run.result is not None
-    # kept as the export has them: CANN's control tasks (real runs show the same rows)
-    assert {(t.name, t.type) for t in run.result.tasks} == {("N/A", "PLACE_HOLDER_SQE")}
+    # kept as the export has them: the control task the real exporter's task_time keeps
+    assert [(t.name, t.type) for t in run.result.tasks] == [("N/A", "DEVICE_RINGBUFFER_CONTROL")]
     (record,) = [r for r in caplog.records if "recorded no kernel" in r.getMessage()]
     assert record.getMessage().startswith(
-        f"the collection on device 0 recorded no kernel: run {run.run_id} has 3 PLACE_HOLDER_SQE "
+        f"the collection on device 0 recorded no kernel: run {run.run_id} has 1 DEVICE_RINGBUFFER_CONTROL "
     )
     with pytest.raises(NoSamplesError) as info:
         task_time_median(run.result.tasks)
     assert str(info.value) == (
-        "no AI Core task in the result, as no kernel ran while profiling: its 3 task(s) are CANN control "
-        "tasks (PLACE_HOLDER_SQE (3); name N/A), which the export lists when no kernel was recorded. "
-        "Launch the kernels inside the profile() block (or between start() and stop()), on the profiled "
-        "device"
+        "no AI Core task in the result, as no kernel ran while profiling: its 1 task(s) are CANN control "
+        "tasks (DEVICE_RINGBUFFER_CONTROL (1); name N/A), which the export lists when no kernel was "
+        "recorded. Launch the kernels inside the profile() block (or between start() and stop()), on the "
+        "profiled device"
     )
     with pytest.raises(NoSamplesError, match=r"^no AI Core sample of kernel 'add': no AI Core task in the "):
         task_time_median(run.result.tasks, name="add")

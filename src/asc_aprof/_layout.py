@@ -268,8 +268,8 @@ def find_summary_csvs(run_dir: Path) -> list[CsvFile]:
     chosen = _find_summary_csvs(run_dir)
     if chosen and all(f.kind == "task_time" for f in chosen):
         logger.warning(
-            "run %s has no op_summary CSV; using task_time, whose kernel names are hashed binary "
-            "names from CANN 9.0 on (collect with ProfileType.TASK_TIME for op_summary)",
+            "run %s has no op_summary CSV (no kernel ran with host data, or ProfileType.TASK_TIME was "
+            "not collected); using task_time, whose kernel names are hashed binary names from CANN 9.0 on",
             run_dir.name,
         )
     return chosen

@@ -34,9 +34,9 @@ AICORE_TASK_TYPES: Final = frozenset(
 UNKNOWN_TASK_TYPE: Final = "N/A"
 
 #: Tasks CANN schedules around a collection, not kernels (name ``N/A``). Real runs show them in
-#: task_time around ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``, and a run in which no kernel ran
-#: has them in op_summary too, as ``PLACE_HOLDER_SQE`` rows. They stay in results (they are rows
-#: of the export) but never count for medians.
+#: task_time around ``PROFILING_ENABLE`` / ``PROFILING_DISABLE``; older exports of a run in which
+#: no kernel ran list them in op_summary too, as ``PLACE_HOLDER_SQE`` rows. They stay in results
+#: (they are rows of the export) but never count for medians.
 CONTROL_TASK_TYPES: Final = frozenset(
     {
         "PLACE_HOLDER_SQE",

@@ -12,7 +12,8 @@ so the real export has no PMU columns; the simulator's own PMU columns come afte
 ones. Two cases set counters (``sim.launch(counters=...)``): the simulated library records them in
 its own ``host/aprofsim_counters.txt``, which both the real exporter and the raw reader must
 ignore (same rows, read natively) while the simulated export writes them. Runs that launched
-no kernel (:data:`EMPTY`) have the same three control rows in both exports' task_time.
+no kernel (:data:`EMPTY`) have the same three control rows in both exports' task_time, and no
+op_summary in either.
 """
 
 from __future__ import annotations
@@ -228,13 +229,14 @@ def test_a_run_without_kernels_has_the_three_control_rows_of_the_real_export(
     assert [int(row[6].strip().replace(".", "")) for row in real_rows] == [
         t.start_ns for t in outcome.task_time
     ]
-    # The real exporter writes no op_summary for these simulated runs, while the simulated
-    # msprof.py and the raw reader list the three rows as op_summary PLACE_HOLDER_SQE rows.
-    assert not list((runs.real_run / "mindstudio_profiler_output").glob("op_summary_*.csv"))
-    sim_op_header, sim_op_rows = rows(runs.sim_run, "op_summary")
-    assert outcome.source == "op_summary"
-    assert [t.type for t in outcome.tasks] == ["PLACE_HOLDER_SQE"] * 3
-    assert [row[sim_op_header.index("Task Type")] for row in sim_op_rows] == ["PLACE_HOLDER_SQE"] * 3
+    # Neither exporter writes an op_summary for a run without kernels, and the raw reader gives the
+    # tasks the CSV path reads from the real export's task_time.
+    for run in runs:
+        assert not list((run / "mindstudio_profiler_output").glob("op_summary_*.csv")), run
+    assert outcome.source == "task_time"
+    from_csv = Profiler(runs.real_run.parent, reader="msprof").store_result(runs.real_run.name)
+    assert [t.task() for t in outcome.tasks] == list(from_csv.tasks)
+    assert [(t.name, t.type) for t in from_csv.tasks] == [("N/A", "DEVICE_RINGBUFFER_CONTROL")]
 
 
 def test_the_matrix_covers_every_metric_group_chip_and_level() -> None:

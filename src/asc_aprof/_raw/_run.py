@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._parser import CONTROL_TYPES
-from .._records import CONTROL_TASK_TYPES
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
@@ -453,8 +452,6 @@ _FIRST: Final = operator.itemgetter(0)
 _new: Final[Any] = tuple.__new__
 
 _PLACE_HOLDER_SQE: Final = 3
-#: op_summary's type of every row of a run in which no kernel ran.
-PLACE_HOLDER_TYPE: Final = SQE_TYPES[_PLACE_HOLDER_SQE]
 _EVENT_RECORD_SQE: Final = 4
 
 
@@ -1099,19 +1096,8 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
     if op_rows:
         return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
     assert task_time is not None
-    if (
-        task_time
-        and not any(out.ge for out in outputs)
-        and all(t.type in CONTROL_TASK_TYPES for t in task_time)
-    ):
-        # No kernel launched (no GE task) nor ran: the exporter's op_summary lists every task_time
-        # row as PLACE_HOLDER_SQE (the real exporter on an empty simulated run; real runs of an
-        # empty collection show such rows). Real runs show that a run with a GE task whose kernel
-        # never ran on the device gets task_time only.
-        placeholders = tuple(
-            t._replace(type=PLACE_HOLDER_TYPE, csv_type=PLACE_HOLDER_TYPE) for t in task_time
-        )
-        return RawResult(placeholders, SOURCE_OP_SUMMARY, level0, task_time if with_task_time else None)
+    # A run in which no kernel ran: the reference exporter writes task_time only (its control
+    # rows); older exports (a 2024 310B CSV) listed them as op_summary PLACE_HOLDER_SQE rows.
     tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")

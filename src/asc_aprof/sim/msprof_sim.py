@@ -862,14 +862,6 @@ def _count_ops(device: DeviceData, stats: OpStats) -> None:
         entry[3] = max(entry[3], dur)
 
 
-def _placeholder_rows(device: DeviceData) -> list[str]:
-    """A run without kernels: op_summary lists the control tasks as PLACE_HOLDER_SQE (real runs)."""
-    return [
-        f"-1,{t.task_id},{t.stream_id},N/A,N/A,N/A,PLACE_HOLDER_SQE,{_us(t.start_ns)}\t,{_us(_ns(t.duration))},0,N/A"
-        for t in device.rows.task_time
-    ]
-
-
 def _op_statistic_rows(stats: OpStats) -> list[str]:
     """One device's op_statistic rows (without Device_id), biggest total time first."""
     device_total = sum(entry[1] for entry in stats.values()) or 1
@@ -995,18 +987,13 @@ def _export_new(
     out_dir.mkdir(exist_ok=True)
     total_ops = sum(len(d.rows.op_summary) for d in devices)
     total_tasks = sum(len(d.rows.task_time) for d in devices)
-    kernels = any(t.type not in CONTROL_KINDS for d in devices for t in d.rows.task_time)
     limit = options.slice_rows
     style0 = _style(devices[0], profile.level0, old=False)
     blocks = _block_names(devices[0].settings, options)
-    op_header = _op_header(style0, blocks, device_column=True) if total_ops else NO_KERNEL_COLUMNS
-    # A run whose kernels have no host data has task_time only, as the real exporter writes it.
-    placeholders = not total_ops and not kernels
-    op_writer = (
-        SlicedWriter(out_dir, "op_summary", stamp, op_header, total_ops or total_tasks, limit)
-        if total_ops or placeholders
-        else None
-    )
+    # Without op_summary rows (no kernel ran, or its kernels have no host data) the real exporter
+    # writes task_time only.
+    op_header = _op_header(style0, blocks, device_column=True)
+    op_writer = SlicedWriter(out_dir, "op_summary", stamp, op_header, total_ops, limit) if total_ops else None
     task_writer = SlicedWriter(out_dir, "task_time", stamp, TASK_TIME_HEADER, total_tasks, limit)
     op_statistic: dict[int, list[str]] = {}
     for device in devices:
@@ -1025,10 +1012,6 @@ def _export_new(
                 per_header = NO_KERNEL_COLUMNS.partition(",")[2]
             per_op.write(per_header + "\n")
             per_task.write(TASK_TIME_HEADER.partition(",")[2] + "\n")
-            if placeholders and op_writer is not None:
-                rows = _placeholder_rows(device)
-                op_writer.write(rows, prefix)
-                per_op.write("".join(row + "\n" for row in rows))
             if op_writer is not None:
                 for op_rows in _op_rows(device, style):
                     per_op.write("\n".join(op_rows) + "\n")
