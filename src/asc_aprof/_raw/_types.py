@@ -6,6 +6,7 @@ import dataclasses
 import enum
 from typing import NamedTuple
 
+from .._counters import TaskCounters
 from .._errors import AprofError, InvalidArgumentError
 from .._records import ProfilingTask
 
@@ -145,15 +146,33 @@ class RawResult:
     :ivar level0: the run used task time level 0 (types joined from task_time)
     :ivar task_time: when asked for (``with_task_time``), every row of the exporter's task_time
         CSV, control rows included, in its order; else None
+    :ivar counters: when asked for (``counters``), the PMU counters the CSV path reads from
+        op_summary, aligned with :attr:`tasks` (no column where op_summary has none: task_time
+        as the source, or a run without PMU records); else None
     """
 
     tasks: tuple[RawTask, ...]
     source: str
     level0: bool
     task_time: tuple[RawTask, ...] | None = None
+    counters: TaskCounters | None = None
 
     def profiling_tasks(self) -> list[ProfilingTask]:
         return [t.task() for t in self.tasks]
+
+    def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
+        """Per device (in order of appearance): its tasks and, when read, their counters."""
+        indexes: dict[int | None, list[int]] = {}
+        for index, raw in enumerate(self.tasks):
+            indexes.setdefault(raw.device, []).append(index)
+        counters = self.counters
+        return {
+            device: (
+                tuple(self.tasks[i].task() for i in picked),
+                counters.select(picked) if counters is not None else None,
+            )
+            for device, picked in indexes.items()
+        }
 
     def by_device(self) -> dict[int | None, tuple[ProfilingTask, ...]]:
         out: dict[int | None, list[ProfilingTask]] = {}
