@@ -156,12 +156,13 @@ def test_metrics_and_reader_raw_need_exported_csvs(
 ) -> None:
     (run_id,) = make_runs(result_dir, sim.toolkit())
     _no_cann(result_dir, monkeypatch)
-    # counters come from CSVs only: auto exports first, which needs a toolkit
+    # a simulated run has no PMU records: its counters come from the (simulated) export, which
+    # needs a toolkit; the raw reader declines them
     code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics")
     assert code == 1 and err.startswith("asc-aprof: error: no CANN toolkit found")
     code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--reader", "raw")
     assert code == 1 and out == "" and err.count("\n") == 1
-    assert "the raw reader declined it" in err and "PMU counters" in err
+    assert "the raw reader declined it" in err and "ffts_profile" in err and "PMU counters" in err
     assert not find_summary_csvs(result_dir / run_id)
     code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--simulate")
     assert code == 0, err

@@ -758,6 +758,14 @@ def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool
     folder = dev.folder
     empty: PmuTable = ((), [[] for _ in out.op_rows])
     if not dev.ffts:
+        if verified_only and out.op_rows:
+            # Every real run with op_summary rows has PMU records (simulated runs have none, and
+            # the simulated msprof.py prints counters of its own for them).
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"{folder} has no ffts_profile file: op_summary without PMU counters is not verified "
+                "on a real run",
+            )
         return empty
 
     def unpack(stream: int, task: int) -> tuple[int, int]:
