@@ -243,7 +243,7 @@ def test_910b_header_and_cells_of_an_ai_vector_task() -> None:
     )
     assert cells["aiv_total_cycles"] == 10000 and cells["aiv_vec_ratio"] == 0.5
     assert cells["aiv_time(us)"] == round(10000 * 1e6 / 1.65e9 / 20, 2)
-    assert cells["aiv_vec_time(us)"] == round(cells["aiv_time(us)"] * 0.5, 3)  # type: ignore[operator]
+    assert cells["aiv_vec_time(us)"] == round(cells["aiv_time(us)"] * 0.5, 3)
     assert cells["aiv_icache_miss_rate"] == 0.1
     assert cells["aicore_time(us)"] == 0.0 and cells["aic_total_cycles"] == 0  # the unused AI Cube side
     assert cells["cube_utilization(%)"] == 0
