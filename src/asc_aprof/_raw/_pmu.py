@@ -542,13 +542,18 @@ def with_pipe_times(values: dict[str, list[float]], total_time: float, group: st
     out: dict[str, list[float]] = {}
     for name, value in values.items():
         out[name] = value
-        if name not in TIMED_RATIOS:
-            continue
-        if name.endswith("ratio"):
-            out[name[: -len("ratio")] + "time"] = [total_time * value[0]]
-        elif name.endswith("ratio_extra"):
-            out[name[: -len("ratio_extra")] + "time"] = [total_time * value[0]]
+        timed = _TIME_OF.get(name)
+        if timed is not None:
+            out[timed] = [total_time * value[0]]
     return out
+
+
+#: Each timed ratio's time column (``vec_ratio`` -> ``vec_time``, ``mac_ratio_extra`` -> ``mac_time``).
+_TIME_OF: Final = {
+    name: name[: -len("ratio")] + "time" if name.endswith("ratio") else name[: -len("ratio_extra")] + "time"
+    for name in TIMED_RATIOS
+    if name.endswith(("ratio", "ratio_extra"))
+}
 
 
 def total_time(total_cycles: int, hz: int, block_num: int, cores: int) -> float:
@@ -610,6 +615,8 @@ class PmuLayout:
     memory_bound: tuple[int, int, int] | None  # (vec, mac, mte2) indexes into shown columns
     cube: tuple[int, int] | None  # (mac ratio, total cycles) indexes into shown columns
     na_columns: frozenset[int]
+    #: the zero side of a 910B row, by (side, type of its total time: 0 or 0.0)
+    _zero: dict[tuple[int, type], list[float]] = dataclasses.field(default_factory=dict, compare=False)
 
     @property
     def verified(self) -> bool:
@@ -739,61 +746,63 @@ class PmuLayout:
                 )
 
     # -- rows --------------------------------------------------------------------------------
+    def _side(
+        self, index: int, cycles: int, events: Sequence[int], time: float, record: PmuRecord
+    ) -> list[float]:
+        _, columns, value_names, names = self.sides[index]
+        values = _picked(
+            with_pipe_times(
+                side_values(names, cycles, events, self.aic_hz, self.chip), time, self.aic_metrics
+            ),
+            value_names,
+        )
+        if len(values) != len(columns) - 2:
+            raise _misaligned(record)
+        return [time, cycles, *values]
+
     def table_row(self, record: PmuRecord, block_num: int, mix_block_num: int) -> list[float]:
         """The metric-summary row the exporter inserts for *record* (the table's columns)."""
         hz = int(self.aic_hz)
         if self.chip == CHIP_910B:
-            aic_side, aiv_side = self.sides
-            zero = (0, [0] * EVENTS_PER_RECORD)
-            mine = (record.total_cycles, record.events)
-            aic_cycles, aic_events = mine if record.is_aic else zero
-            aiv_cycles, aiv_events = zero if record.is_aic else mine
-            aic_block = mix_block_num if record.is_mix_aiv else block_num
-            aiv_block = mix_block_num if record.is_mix_aic else block_num
-            aic_time = total_time(aic_cycles, hz, aic_block, self.ai_core_num)
-            aiv_time = total_time(aiv_cycles, hz, aiv_block, self.aiv_num)
-            aic = _picked(
-                with_pipe_times(
-                    side_values(aic_side[3], aic_cycles, aic_events, self.aic_hz, self.chip),
-                    aic_time,
-                    self.aic_metrics,
-                ),
-                aic_side[2],
+            # The side the record is not for gets zero counts (the same values for every record).
+            own = 0 if record.is_aic else 1
+            block = mix_block_num if (record.is_mix_aiv if own == 0 else record.is_mix_aic) else block_num
+            cores = self.ai_core_num if own == 0 else self.aiv_num
+            time = total_time(record.total_cycles, hz, block, cores)
+            mine = self._side(own, record.total_cycles, record.events, time, record)
+            other_block = (
+                mix_block_num if (record.is_mix_aic if own == 0 else record.is_mix_aiv) else block_num
             )
-            aiv = _picked(
-                with_pipe_times(
-                    side_values(aiv_side[3], aiv_cycles, aiv_events, self.aic_hz, self.chip),
-                    aiv_time,
-                    self.aic_metrics,
-                ),
-                aiv_side[2],
-            )
-            if len(aic) != len(aic_side[1]) - 2 or len(aiv) != len(aiv_side[1]) - 2:
-                raise _misaligned(record)
-            return [aic_time, aic_cycles, *aic, aiv_time, aiv_cycles, *aiv]
-        (side,) = self.sides
+            zero_time = total_time(0, hz, other_block, self.aiv_num if own == 0 else self.ai_core_num)
+            key = (1 - own, type(zero_time))
+            other = self._zero.get(key)
+            if other is None:
+                other = self._zero[key] = self._side(1 - own, 0, [0] * EVENTS_PER_RECORD, zero_time, record)
+            return [*mine, *other] if own == 0 else [*other, *mine]
         block = mix_block_num if record.is_mix_aiv else block_num
         time = total_time(record.total_cycles, hz, block, self.ai_core_num)
-        values = _picked(
-            with_pipe_times(
-                side_values(side[3], record.total_cycles, record.events, self.aic_hz, self.chip),
-                time,
-                self.aic_metrics,
-            ),
-            side[2],
-        )
-        if len(values) != len(side[1]) - 2:
-            raise _misaligned(record)
-        return [time, record.total_cycles, *values]
+        return self._side(0, record.total_cycles, record.events, time, record)
 
     def cells(self, row: Sequence[float] | None, duration_ns: float, rounder: Rounder) -> list[Value]:
         """The printed op_summary cells (as values: float, int or ``N/A``) of a metric row joined
         to an op_summary row of *duration_ns* (None: no metric row, every cell ``N/A``)."""
-        if row is None:
-            out: list[Value] = [NA] * len(self.header)
-            return out
-        shown = [row[i] for i in self.shown]
-        values: list[Value] = rounder.round(shown, self.columns)
+        return self.cells_of([(row, duration_ns)], rounder)[0]
+
+    def cells_of(
+        self, rows: Sequence[tuple[Sequence[float] | None, float]], rounder: Rounder
+    ) -> list[list[Value]]:
+        """:meth:`cells` of many (metric row, duration) pairs, rounded in few SQLite calls."""
+        found = [[row[i] for i in self.shown] for row, _ in rows if row is not None]
+        rounded = iter(rounder.round_many(found, self.columns))
+        out: list[list[Value]] = []
+        for row, duration_ns in rows:
+            if row is None:
+                out.append([NA] * len(self.header))
+            else:
+                out.append(self._derived(next(rounded), duration_ns))
+        return out
+
+    def _derived(self, values: list[Value], duration_ns: float) -> list[Value]:
         if self.memory_bound is not None:
             vec, mac, mte2 = (values[i] for i in self.memory_bound)
             assert not isinstance(vec, str) and not isinstance(mac, str) and not isinstance(mte2, str)
@@ -855,15 +864,34 @@ class Rounder:
         self._conn.close()
 
     def round(self, values: Sequence[float], columns: Sequence[str]) -> list[Value]:
+        return self.round_many([values], columns)[0]
+
+    def round_many(self, rows: Sequence[Sequence[float]], columns: Sequence[str]) -> list[list[Value]]:
+        """Every row rounded: one ``SELECT ... FROM (VALUES ...)`` per chunk of rows."""
         picked = [i for i, c in enumerate(columns) if "cycles" not in c]
-        query = self._queries.get(len(picked))
-        if query is None:
-            query = self._queries[len(picked)] = "SELECT " + ",".join(["round(?, 3)"] * len(picked))
-        out: list[Value] = [_numeric(v) for v in values]
-        if picked:
-            rounded = self._conn.execute(query, [values[i] for i in picked]).fetchone()
-            for i, value in zip(picked, rounded, strict=True):
-                out[i] = value
+        kept = [i for i, c in enumerate(columns) if "cycles" in c]
+        out: list[list[Value]] = [list(row) for row in rows]
+        for target in out:
+            for i in kept:
+                target[i] = _numeric(target[i])  # type: ignore[arg-type]
+        if not picked or not rows:
+            return out
+        chunk = max(1, min(500, 30000 // len(picked)))
+        for begin in range(0, len(rows), chunk):
+            part = rows[begin : begin + chunk]
+            query = self._queries.get(len(part))
+            if query is None:
+                one = "(" + ",".join("?" * len(picked)) + ")"
+                rounded = ",".join(f"round(column{i + 1}, 3)" for i in range(len(picked)))
+                query = self._queries[len(part)] = (
+                    f"SELECT {rounded} FROM (VALUES {','.join([one] * len(part))})"
+                )
+            params = [row[i] for row in part for i in picked]
+            for target, values in zip(
+                out[begin : begin + chunk], self._conn.execute(query, params), strict=True
+            ):
+                for i, value in zip(picked, values, strict=True):
+                    target[i] = value
         return out
 
 
@@ -969,26 +997,26 @@ def join_rows(
             )
         block, mix = blocks.get((record.stream_id, record.task_id, record.context_id), (0, 0))
         queues[key] = deque([(record, layout.table_row(record, block, mix))])
+    kept: list[tuple[list[float] | None, float]] = []
+    for row in joined:
+        key = (row.batch_id if batch_ids else -1, row.stream_id, row.task_id, row.context_id)
+        queue = queues.get(key)
+        found: list[float] | None = None
+        if queue and row.ge_type not in _HARDWARE_TYPES:
+            record, found = queue.popleft()
+            if (
+                record.ffts_type == FFTS_PLUS
+                and (record.stream_id, record.task_id, record.context_id) in records.block_keys
+            ):
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED,
+                    f"{where}: PMU counters of a MIX kernel with block records (stream {row.stream_id} "
+                    f"task {row.task_id}; parser only)",
+                )
+        if row.kept:
+            kept.append((found, row.duration_ns))
     rounder = Rounder()
-    out: list[list[Value]] = []
     try:
-        for row in joined:
-            key = (row.batch_id if batch_ids else -1, row.stream_id, row.task_id, row.context_id)
-            queue = queues.get(key)
-            found: list[float] | None = None
-            if queue and row.ge_type not in _HARDWARE_TYPES:
-                record, found = queue.popleft()
-                if (
-                    record.ffts_type == FFTS_PLUS
-                    and (record.stream_id, record.task_id, record.context_id) in records.block_keys
-                ):
-                    raise DeclinedError(
-                        DeclineReason.UNSUPPORTED,
-                        f"{where}: PMU counters of a MIX kernel with block records (stream {row.stream_id} "
-                        f"task {row.task_id}; parser only)",
-                    )
-            if row.kept:
-                out.append(layout.cells(found, row.duration_ns, rounder))
+        return layout.cells_of(kept, rounder)
     finally:
         rounder.close()
-    return out

@@ -826,15 +826,12 @@ def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCou
         # The exporter merges the per-device CSVs: with different columns, not modelled.
         raise DeclinedError(DeclineReason.UNSUPPORTED, "devices with different PMU columns")
     header = headers.pop() if headers else ()
+    rows = [row for _, cells in tables for row in cells]
     columns: dict[str, list[float | None]] = {name: [] for name in header}
-    lists = list(columns.values())
-    length = 0
-    for _, cells in tables:
-        length += len(cells)
-        for row in cells:
-            for column, value in zip(lists, row, strict=True):
-                column.append(None if isinstance(value, str) else float(value))
-    return TaskCounters(columns, length=length)
+    if rows:
+        for column, values in zip(columns.values(), zip(*rows, strict=True), strict=True):
+            column.extend(None if isinstance(value, str) else value for value in values)
+    return TaskCounters(columns, length=len(rows))
 
 
 def _device(
