@@ -75,6 +75,12 @@ VERIFIED_GROUPS: Final = frozenset(
 )
 
 
+class NoPmuColumns(DeclinedError):
+    """Declined, where the exporter's code writes op_summary without PMU columns: it skips
+    sample-based collections, and its table insert fails for groups it does not know or whose
+    values do not line up with the columns (parser only: no real run shows it)."""
+
+
 class PmuRecord(NamedTuple):
     """A context PMU record (function 40) with its ids unpacked as the exporter unpacks them.
 
@@ -635,7 +641,7 @@ class PmuLayout:
             raise DeclinedError(DeclineReason.UNKNOWN_PLATFORM, f"{where}PMU counters of platform {chip!r}")
         for mode in ("ai_core_profiling_mode", "aiv_profiling_mode"):
             if _setting(sample, mode) == "sample-based":
-                raise DeclinedError(DeclineReason.UNSUPPORTED, f"{where}sample-based PMU ({mode})")
+                raise NoPmuColumns(DeclineReason.UNSUPPORTED, f"{where}sample-based PMU ({mode})")
         aic_metrics = _setting(sample, "ai_core_metrics")
         aiv_metrics = _setting(sample, "aiv_metrics")
         for metrics in (aic_metrics, aiv_metrics):
@@ -659,7 +665,7 @@ class PmuLayout:
         for prefix, metrics, events in wanted:
             names = group_metrics(metrics)
             if names is None:
-                raise DeclinedError(DeclineReason.UNSUPPORTED, f"{where}PMU metric group {metrics!r}")
+                raise NoPmuColumns(DeclineReason.UNSUPPORTED, f"{where}PMU metric group {metrics!r}")
             value_names = list(names)
             if prefix in ("aic", "") and aic_metrics == PIPELINE_EXECUTE:
                 value_names = list(_PIPE_EXECUTE_VALUES)
@@ -739,7 +745,7 @@ class PmuLayout:
             )
             if len(values) != len(columns) - 2:
                 label = prefix or "ai core"
-                raise DeclinedError(
+                raise NoPmuColumns(
                     DeclineReason.UNSUPPORTED,
                     f"{where}PMU group {self.aic_metrics!r}/{self.aiv_metrics!r}: {len(values)} {label} "
                     f"values for {len(columns) - 2} columns (the exporter's insert would not line up)",
@@ -823,7 +829,7 @@ class PmuLayout:
 
 def _misaligned(record: PmuRecord) -> DeclinedError:
     # Some derived metrics replace others only for some values (main memory bandwidths).
-    return DeclinedError(
+    return NoPmuColumns(
         DeclineReason.UNSUPPORTED,
         f"PMU values of stream {record.stream_id} task {record.task_id} do not line up with the "
         "table's columns",
