@@ -61,6 +61,7 @@ from typing import Final
 
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
 from ._build import SimulatorBuildError, ensure_built
+from . import _pmu
 from .msprof_sim import ALL_PMU_COLUMNS, OLD_PMU_COLUMNS, PMU_COLUMNS
 
 __all__ = [
@@ -103,7 +104,13 @@ COUNTER_COLUMNS: Final = {
     chip: {metric: tuple(text.split(",")) for metric, text in table.items()}
     for chip, table in PMU_COLUMNS.items()
 }
-_COUNTER_NAMES: Final = ALL_PMU_COLUMNS | frozenset(OLD_PMU_COLUMNS.split(","))
+#: What the real exporter prints for the simulated raw PMU records (per chip and group).
+REAL_COUNTER_COLUMNS: Final = _pmu.REAL_COLUMNS
+_COUNTER_NAMES: Final = (
+    ALL_PMU_COLUMNS
+    | frozenset(OLD_PMU_COLUMNS.split(","))
+    | frozenset(c for table in _pmu.REAL_COLUMNS.values() for columns in table.values() for c in columns)
+)
 
 #: Says (once per process, at WARNING) when a launch went to a device other than the profiled ones.
 logger = logging.getLogger("asc_aprof.sim")
@@ -201,6 +208,7 @@ class SimControl:
             "aprofsim_set_cmd_mode": ([c_int], None),
             "aprofsim_running_device_count": ([], c_int),
             "aprofsim_is_running": ([c_int], c_int),
+            "aprofsim_device_pmu": ([c_int], c_int),
             "aprofsim_live_config_count": ([], c_int),
             "aprofsim_is_initialized": ([], c_int),
             "aprofsim_reset": ([], None),
@@ -456,7 +464,13 @@ class SimControl:
             raise ValueError(f"task_type must be one of {TASK_TYPES}, not {task_type!r}")
         if jitter is not None and not 0 <= jitter < 10:
             raise ValueError(f"jitter must be None or in [0, 10), not {jitter!r}")
-        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, _counter_text(counters))
+        text = _counter_text(counters)
+        pmu = self._lib.aprofsim_device_pmu(device)
+        record = None
+        if pmu >= 0:  # the device records PMU data: encode the counters into its events
+            kernel = _pmu.Kernel(self.chip, pmu & 0xFF, bool(pmu & 0x100), task_type, block_dim)
+            record = _pmu.encode(kernel, name, counters)
+        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, text, record)
         recorded = int(
             self._lib.aprofsim_launch_noisy(
                 device,
@@ -522,9 +536,13 @@ def _tensor_info(
     dtype: str,
     data_format: str,
     counters: str | None = None,
+    record: str | None = None,
 ) -> str | None:
     """The six TAB-separated tensor fields the host record carries (op_summary shape columns),
-    then the counters a test set, when it set any."""
+    then the counters a test set (empty when none), then the PMU record they encode into."""
+    if record is not None:
+        head = _tensor_info(input_shapes, output_shapes, dtype, data_format) or "\t" * 5
+        return f"{head}\t{counters or ''}\t{record}"
     if input_shapes is None and output_shapes is None:
         return None if counters is None else "\t" * 6 + counters
     fields: list[str] = []
