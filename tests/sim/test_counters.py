@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from asc_aprof import AicoreMetrics, Profiler, sim
+from asc_aprof import AicoreMetrics, Profiler, UsageError, sim
+from asc_aprof.sim import _pmu
 
 from ..reference import REAL_CSV, REAL_RUNS, needs_real_csv, needs_real_runs
 
@@ -37,7 +39,10 @@ def set_values(columns: tuple[str, ...]) -> dict[str, float | None]:
 def test_every_group_round_trips(chip: str, metric: AicoreMetrics) -> None:
     sim.control().configure(chip=chip)
     columns = sim.COUNTER_COLUMNS[chip].get(int(metric), ())
-    values = set_values(columns)
+    # what the main core's PMU record can carry (the cycles, not also the time they give)
+    kernel = _pmu.Kernel(chip, int(metric), True, "MIX_AIC", 1)
+    settable = [c for c in _pmu.settable(kernel) if not c.endswith("_time(us)")]
+    values = {c: v for c, v in set_values(tuple(settable)).items() if v is not None and c in columns}
     profiler = Profiler(toolkit=sim.toolkit())
     with profiler.profile(metrics=metric, counters=True) as run:
         sim.launch("set_k", task_type="MIX_AIC", duration_us=40.0, count=2, counters=values)
@@ -48,9 +53,28 @@ def test_every_group_round_trips(chip: str, metric: AicoreMetrics) -> None:
     for index, task in enumerate(result.tasks):
         row = result.counters.row(index)
         if task.name == "set_k":
-            assert row == values
+            assert {c: row[c] for c in values} == values
         else:
             assert_plausible(row, task.duration, chip)
+
+
+def test_counters_the_record_cannot_carry_are_refused() -> None:
+    sim.control().configure(chip="910B")
+    profiler = Profiler(toolkit=sim.toolkit())
+    with profiler.profile(metrics=AicoreMetrics.PIPE_UTILIZATION):
+        for column in ("aiv_vec_time(us)", "aic_mac_ratio", "aic_l1_read_bw(GB/s)", "cube_utilization(%)"):
+            with pytest.raises(
+                UsageError, match=rf"'{re.escape(column)}' cannot be encoded.*settable: aiv_time"
+            ):
+                sim.launch("k", task_type="AI_VECTOR_CORE", counters={column: 0.5})
+        with pytest.raises(UsageError, match="None"):
+            sim.launch("k", task_type="AI_VECTOR_CORE", counters={"aiv_vec_ratio": None})
+        with pytest.raises(UsageError, match="not both"):
+            sim.launch("k", task_type="AI_CORE", counters={"aicore_time(us)": 1.0, "aic_total_cycles": 9.0})
+    sim.control().configure(chip="310B")
+    refused = pytest.raises(UsageError, match="'vec_ratio' cannot be encoded")  # the 310B prints it N/A
+    with profiler.profile(metrics=AicoreMetrics.PIPE_UTILIZATION), refused:
+        sim.launch("k", counters={"vec_ratio": 0.5})
 
 
 def assert_plausible(row: dict[str, float | None], duration: float, chip: str) -> None:

@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Final
 
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
-from ._build import SimulatorBuildError, ensure_built
 from . import _pmu
+from ._build import SimulatorBuildError, ensure_built
 from .msprof_sim import ALL_PMU_COLUMNS, OLD_PMU_COLUMNS, PMU_COLUMNS
 
 __all__ = [
