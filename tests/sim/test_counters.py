@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import struct
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,31 @@ def test_names_equal_real_910b_host_exports(name: str, group: AicoreMetrics) -> 
     with open(REAL_CSV / name, newline="", encoding="utf-8") as stream:
         header = next(csv.reader(stream))
     assert pmu_part(header) == sim.COUNTER_COLUMNS["910B"][int(group)]
+
+
+def test_launch_counters_are_encoded_into_ffts_profile_records(tmp_path: Path) -> None:
+    sim.control().configure(chip="910B")
+    profiler = Profiler(tmp_path, toolkit=sim.toolkit(), reader="raw")
+    with profiler.profile(metrics=AicoreMetrics.PIPE_UTILIZATION) as run:
+        sim.launch(
+            "v", task_type="AI_VECTOR_CORE", duration_us=10.0, block_dim=4, counters={"aiv_vec_ratio": 0.82}
+        )
+        sim.launch(
+            "c", task_type="AI_CORE", duration_us=20.0, block_dim=30, counters={"aicore_time(us)": 12.5}
+        )
+    assert run.run_id is not None
+    (device,) = (tmp_path / run.run_id).glob("device_*")
+    sample = json.loads((device / "sample.json").read_text())
+    assert sample["ai_core_metrics"] == "PipeUtilizationExct" and sample["aiv_metrics"] == "PipeUtilization"
+    assert (sample["ai_core_profiling_events"], sample["aiv_profiling_events"]) == _pmu.events("910B", 1)
+    data = (device / "data" / f"ffts_profile.data.{device.name[7:]}.slice_0").read_bytes()
+    records = [struct.unpack_from("<4HQ4HQ12Q", data, offset) for offset in range(0, len(data), 128)]
+    assert len(data) == 256 and len(records) == 2
+    vec, cube = records
+    assert [r[0] & 0x3F for r in records] == [40, 40] and {r[1] for r in records} == {0x6BD3}
+    assert [r[7] >> 13 for r in records] == [1, 0]  # AI Vector, then AI Cube
+    assert vec[11] == cube[11] == 2**64 - 1  # the reserved word, as on real records
+    assert vec[12] == round(0.82 * vec[10])  # aiv_vec_ratio: event 0x8 over the total cycles
+    assert 0.6 * 10.0 * 1650 * 4 <= vec[10] <= 0.95 * 10.0 * 1650 * 4  # 60-95 % busy, 4 blocks
+    assert cube[10] == round(12.5 * 1650 * 30 / 2)  # 30 blocks on 20 cube cores: two waves
+    assert vec[21] - vec[20] == 10_000 and cube[21] - cube[20] == 20_000  # a 1 GHz system counter

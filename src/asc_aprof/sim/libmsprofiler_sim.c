@@ -41,11 +41,15 @@
  *       runtime task type, kernel name hash);
  *   host/data/unaging.additional.hash_dic.slice_k  "hash:name" lines; type_info_dic.slice_0
  *       the type names; plus info.json, sample.json, start_info, host_start.log, end_info;
+ *   device_N/data/ffts_profile.data.N.slice_0     128-byte context PMU records (function 40) of
+ *       every AI Core, AI Vector and MIX kernel when PMU data is collected: its main core's total
+ *       cycles and the 8 event counts sim.launch encoded (sample.json names the group's events);
  *   host/aprofsim_counters.txt  simulator-only (no CANN file): the PMU counters launches set,
  *       for the simulated msprof.py's PMU columns (outside host/data: both exporters ignore it).
  * Slice k of the host files holds the k-th stopped device's tasks. Not written (no verified
- * model yet): PMU records (ffts_profile), tensor_info (shapes), FFTS+ subtask and context_id_info
- * records (MIX kernels are written like other kernels), ACL API records.
+ * model yet): block PMU records (function 41: a MIX kernel's slave core), tensor_info (shapes),
+ * FFTS+ subtask and context_id_info records (MIX kernels are written like other kernels), ACL
+ * API records.
  */
 #define _GNU_SOURCE
 #include <errno.h>
