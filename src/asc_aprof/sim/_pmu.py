@@ -284,7 +284,8 @@ REAL_COLUMNS: Final[Mapping[str, Mapping[int, tuple[str, ...]]]] = {
     },
 }
 
-#: Cells the real exporter prints N/A on the 310B-like chip whatever the counts (no event feeds them).
+#: Cells the real exporter prints N/A on the 310B-like chip whatever the counts (seen exporting
+#: simulated runs; the real 310B runs are all PipelineExecuteUtilization, which has none).
 NOT_APPLICABLE: Final = {
     "310B": {
         0: frozenset({"vec_fp32_ratio", "vec_fp16_ratio", "vec_int32_ratio", "vec_misc_ratio"}),
@@ -474,8 +475,8 @@ def encode(kernel: Kernel, name: str, counters: Mapping[str, float | None] | Non
             why = "None (N/A) cannot be encoded" if column in encoders else "cannot be encoded"
             level = "" if kernel.level1 else " at task time level 0"
             raise UsageError(
-                f"sim.launch(counters=...): {column!r} {why} into the PMU record of a {kernel.task_type} "
-                f"kernel for metric group {kernel.metric} on the {kernel.chip}-like chip{level}; settable: "
+                f"sim.launch(counters=...): {column!r} {why} into the PMU record of {kernel.task_type} "
+                f"kernels for metric group {kernel.metric} on the {kernel.chip}-like chip{level}; settable: "
                 f"{', '.join(settable(kernel)) or 'none'}"
             )
     prefix = _side_prefix(kernel)
