@@ -31,7 +31,9 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
 - kernels launched with :func:`launch` (recorded only on profiled devices; the PMU counters a
-  launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`),
+  launch sets, encoded into the raw context PMU records CANN's exporter reads,
+  :data:`REAL_COUNTER_COLUMNS`, and recorded for the simulated ``msprof.py``'s columns,
+  :data:`COUNTER_COLUMNS`),
   with run-to-run noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default),
   modelled call latencies, injected failures (:meth:`SimControl.inject`), a wall-clock offset
   (:meth:`SimControl.set_clock_offset`: a clock stepping back) and runs of other processes in the
@@ -60,6 +62,7 @@ from pathlib import Path
 from typing import Final
 
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
+from . import _pmu
 from ._build import SimulatorBuildError, ensure_built
 from .msprof_sim import ALL_PMU_COLUMNS, OLD_PMU_COLUMNS, PMU_COLUMNS
 
@@ -69,6 +72,7 @@ __all__ = [
     "COUNTER_COLUMNS",
     "DEFAULT_CANN",
     "DEFAULT_CHIP",
+    "REAL_COUNTER_COLUMNS",
     "SimControl",
     "SimulatorBuildError",
     "control",
@@ -103,7 +107,13 @@ COUNTER_COLUMNS: Final = {
     chip: {metric: tuple(text.split(",")) for metric, text in table.items()}
     for chip, table in PMU_COLUMNS.items()
 }
-_COUNTER_NAMES: Final = ALL_PMU_COLUMNS | frozenset(OLD_PMU_COLUMNS.split(","))
+#: What the real exporter prints for the simulated raw PMU records (per chip and group).
+REAL_COUNTER_COLUMNS: Final = _pmu.REAL_COLUMNS
+_COUNTER_NAMES: Final = (
+    ALL_PMU_COLUMNS
+    | frozenset(OLD_PMU_COLUMNS.split(","))
+    | frozenset(c for table in _pmu.REAL_COLUMNS.values() for columns in table.values() for c in columns)
+)
 
 #: Says (once per process, at WARNING) when a launch went to a device other than the profiled ones.
 logger = logging.getLogger("asc_aprof.sim")
@@ -201,6 +211,7 @@ class SimControl:
             "aprofsim_set_cmd_mode": ([c_int], None),
             "aprofsim_running_device_count": ([], c_int),
             "aprofsim_is_running": ([c_int], c_int),
+            "aprofsim_device_pmu": ([c_int], c_int),
             "aprofsim_live_config_count": ([], c_int),
             "aprofsim_is_initialized": ([], c_int),
             "aprofsim_reset": ([], None),
@@ -456,7 +467,13 @@ class SimControl:
             raise ValueError(f"task_type must be one of {TASK_TYPES}, not {task_type!r}")
         if jitter is not None and not 0 <= jitter < 10:
             raise ValueError(f"jitter must be None or in [0, 10), not {jitter!r}")
-        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, _counter_text(counters))
+        text = _counter_text(counters)
+        pmu = self._lib.aprofsim_device_pmu(device)
+        record = None
+        if pmu >= 0:  # the device records PMU data: encode the counters into its events
+            kernel = _pmu.Kernel(self.chip, pmu & 0xFF, bool(pmu & 0x100), task_type, block_dim)
+            record = _pmu.encode(kernel, name, counters)
+        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, text, record)
         recorded = int(
             self._lib.aprofsim_launch_noisy(
                 device,
@@ -522,9 +539,13 @@ def _tensor_info(
     dtype: str,
     data_format: str,
     counters: str | None = None,
+    record: str | None = None,
 ) -> str | None:
     """The six TAB-separated tensor fields the host record carries (op_summary shape columns),
-    then the counters a test set, when it set any."""
+    then the counters a test set (empty when none), then the PMU record they encode into."""
+    if record is not None:
+        head = _tensor_info(input_shapes, output_shapes, dtype, data_format) or "\t" * 5
+        return f"{head}\t{counters or ''}\t{record}"
     if input_shapes is None and output_shapes is None:
         return None if counters is None else "\t" * 6 + counters
     fields: list[str] = []
@@ -579,17 +600,28 @@ def launch(
     *jitter* is the sigma of these kernels' run-to-run noise (see :meth:`SimControl.set_jitter`;
     None: the process setting, 0: exact durations).
 
-    *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names,
-    :data:`COUNTER_COLUMNS`; None writes ``N/A``), e.g. ``{"aiv_vec_ratio": 0.82}``; a column
-    the collection's metric group does not write is ignored. Cells it does not set get plausible
-    values consistent with the duration and with the cells set: ratios in [0, 1], a pipe's
-    ``*_time(us)`` its ratio times the core's busy time (``aicore_time(us)`` / ``aiv_time(us)``,
-    a share of the duration), ``memory_bound`` and ``cube_utilization(%)`` from the ratios.
-    Values are written as msprof writes them (3 decimals). They travel with the kernels' host
-    record, so a run without host data for them (overlapping collections before 9.0) gets
-    plausible values instead.
+    *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names),
+    e.g. ``{"aiv_vec_ratio": 0.82}``. When the device collects PMU data, they are encoded into
+    the kernels' raw context PMU records (``ffts_profile``: a ratio becomes
+    ``round(ratio * total_cycles)`` events, the cycles coming from the duration, block dim and the
+    core clock the exporter uses), which CANN's real ``msprof.py`` turns back into the cells
+    (:data:`REAL_COUNTER_COLUMNS`; a bandwidth to the step one event count makes). Only what the
+    kernel's main core records can be set: its ratios, bandwidths, L2 cache counts,
+    ``icache_miss_rate``, and its total cycles or (at task time level 1) the core time they give.
+    Cells it does not set get plausible values consistent with the duration (the core busy for
+    60-95 % of it, ratios in [0, 1]). The simulated ``msprof.py`` prints its own columns
+    (:data:`COUNTER_COLUMNS`) with the same set values, from the simulator's own record (None
+    writes ``N/A`` there when no PMU data is collected), and plausible values consistent with the
+    duration elsewhere: a pipe's ``*_time(us)`` its ratio times the core's busy time,
+    ``memory_bound`` and ``cube_utilization(%)`` from the ratios. Values print as msprof writes
+    them (3 decimals). They travel with the kernels' host record, so a run without host data for
+    them (overlapping collections before 9.0) gets plausible values instead.
 
-    :raises ValueError: bad name, task type, duration, device or counters
+    :raises ValueError: bad name, task type, duration, device or counters (a name no chip prints)
+    :raises UsageError: a counter the kernel's PMU record cannot carry while the device collects
+        PMU data (a derived cell, another core's or another group's column, a cell the exporter
+        prints ``N/A``, a time at task time level 0, ``None``, or both the cycles and the time);
+        the message names the settable columns
     """
     return control().launch(
         name,
