@@ -19,7 +19,9 @@ from asc_aprof._raw import DeclinedError, DeclineReason
 from asc_aprof._raw._pmu import (
     CHIP_310B,
     CHIP_910B,
+    CHIP_METRICS,
     GROUP_EVENTS,
+    GROUP_OF_METRIC,
     INVALID_CONTEXT,
     METRIC_GROUPS,
     VERIFIED_GROUPS,
@@ -28,12 +30,15 @@ from asc_aprof._raw._pmu import (
     PmuRecord,
     Rounder,
     block_numbers,
+    collector_events,
     group_metrics,
     join_rows,
     pmu_cells,
+    pmu_off,
     pmu_records,
     side_values,
     total_time,
+    verified_collection,
 )
 
 PMU = struct.Struct("<4HQ4HQ12Q")
@@ -388,3 +393,40 @@ def test_block_numbers_come_from_kernel_ge_tasks_only() -> None:
     assert block_numbers(ge, "d") == {(3, 7, INVALID_CONTEXT): (20, 0), (3, 9, 0): (4, 8)}
     with pytest.raises(DeclinedError, match="several block numbers"):
         block_numbers([*ge, (3, 7, INVALID_CONTEXT, "AI_VECTOR_CORE", 10, 0)], "d")
+
+
+def _collected(chip: str, metric: int, **change: str) -> dict[str, object]:
+    cube, vector = collector_events(chip, metric)
+    group = GROUP_OF_METRIC[metric]
+    sample: dict[str, object] = {
+        "ai_core_profiling_mode": "task-based",
+        "aiv_profiling_mode": "task-based",
+        "ai_core_metrics": "PipeUtilizationExct" if (chip, metric) == (CHIP_910B, 1) else group,
+        "aiv_metrics": group,
+        "ai_core_profiling_events": cube,
+        "aiv_profiling_events": vector,
+    }
+    return {**sample, **change}
+
+
+@pytest.mark.parametrize("chip", [CHIP_910B, CHIP_310B])
+def test_generated_groups_are_verified_only_with_the_collectors_events(chip: str) -> None:
+    for metric in CHIP_METRICS[chip]:
+        assert verified_collection(chip, _collected(chip, metric)), metric
+        cube, _ = collector_events(chip, metric)
+        sample = _collected(chip, metric)
+        if (chip, sample["ai_core_metrics"], sample["aiv_metrics"]) not in VERIFIED_GROUPS:
+            # groups real runs show are accepted by name (as those runs named them)
+            reordered = ",".join(reversed(cube.split(",")))
+            assert not verified_collection(chip, {**sample, "ai_core_profiling_events": reordered})
+        assert not verified_collection(chip, _collected(chip, metric, aiv_profiling_mode="sample-based"))
+    lacking = ({0, 1, 2, 3, 4, 5, 6, 7, 8} - set(CHIP_METRICS[chip])).pop()
+    assert not verified_collection(chip, _collected(chip, lacking))
+    other = CHIP_310B if chip == CHIP_910B else CHIP_910B
+    assert not verified_collection(other, _collected(chip, 5))  # the chips' MemoryUB lists differ
+
+
+def test_pmu_off_needs_both_core_types_off() -> None:
+    assert pmu_off({"ai_core_profiling": "off", "aiv_profiling": "off"})
+    assert not pmu_off({"ai_core_profiling": "on", "aiv_profiling": "off"})
+    assert not pmu_off({})

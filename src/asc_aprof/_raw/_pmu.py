@@ -36,9 +36,14 @@ re-implements that chain in memory, in these steps (each a function or table bel
    ``cube_utilization(%)`` (910B) appended, names with units (``aicore_time(us)``).
 
 Verified on real runs (tests/real): 910B ``PipeUtilizationExct`` + ``PipeUtilization`` at task time
-levels 0 and 1, AI Core and AI Vector kernels; 310B ``PipelineExecuteUtilization``. Every other
-group is computed here from the exporter's code ("parser only") and the raw reader declines it
-(:data:`VERIFIED_GROUPS`), as it declines MIX kernels whose PMU rows would be joined.
+levels 0 and 1, AI Core and AI Vector kernels; 310B ``PipelineExecuteUtilization``
+(:data:`VERIFIED_GROUPS`). Verified by the real exporter on generated data, no real run of the
+group (:data:`GENERATED_GROUPS`): every other group each chip collects, with the event lists
+CANN's collector programs for it (:func:`collector_events`), AI Core, AI Vector and MIX kernels
+without block records, levels 0 and 1, one and two devices; 910B MemoryAccess, whose table never
+lines up (no PMU column); and runs whose sample.json has PMU collection off (:func:`pmu_off`).
+Anything else (other event lists, sample-based or custom events, block records joined to a MIX
+row) is computed here from the exporter's code ("parser only") and the raw reader declines it.
 """
 
 from __future__ import annotations
@@ -73,6 +78,33 @@ VERIFIED_GROUPS: Final = frozenset(
         (CHIP_310B, "PipelineExecuteUtilization", "PipelineExecuteUtilization"),
     }
 )
+
+
+def verified_collection(chip: str, sample: Mapping[str, object]) -> bool:
+    """Whether the real exporter's PMU export of this collection was verified: a group real runs
+    show (:data:`VERIFIED_GROUPS`), or task-based with one of :data:`GENERATED_GROUPS`' group and
+    event lists."""
+    modes = ("ai_core_profiling_mode", "aiv_profiling_mode")
+    if any(_setting(sample, mode) == "sample-based" for mode in modes):
+        return False
+    aic, aiv = _setting(sample, "ai_core_metrics"), _setting(sample, "aiv_metrics")
+    if (chip, aic, aiv) in VERIFIED_GROUPS:
+        return True
+    if any(_setting(sample, mode) != "task-based" for mode in modes):
+        return False
+    try:
+        cube = _codes(_setting(sample, "ai_core_profiling_events").replace(" ", ""))
+        vector = _codes(_setting(sample, "aiv_profiling_events").replace(" ", ""))
+    except ValueError:
+        return False
+    return (chip, aic, aiv, cube, vector) in GENERATED_GROUPS
+
+
+def pmu_off(sample: Mapping[str, object]) -> bool:
+    """``sample.json`` says neither core type collected PMU data (``ai_core_profiling`` and
+    ``aiv_profiling`` ``off``): the exporter then writes op_summary without PMU columns (verified
+    by the real exporter on generated data: no AICORE_METRICS bit, a group the chip lacks)."""
+    return all(_setting(sample, key) == "off" for key in ("ai_core_profiling", "aiv_profiling"))
 
 
 class NoPmuColumns(DeclinedError):
@@ -344,6 +376,60 @@ GROUP_EVENTS: Final = {
     "MemoryUB": (0x3D, 0x3E, 0x43, 0x44, 0x37, 0x38),
     "L2Cache": (0x500, 0x502, 0x504, 0x506, 0x508, 0x50A),
 }
+
+#: ``AicoreMetrics`` number -> the group name ``sample.json`` gives (``ai_core_metrics``; on the
+#: 910B the AI Cube side of PipeUtilization is ``PipeUtilizationExct``, as real runs show).
+GROUP_OF_METRIC: Final = {
+    0: ARITHMETIC, 1: PIPE_UTILIZATION, 2: "Memory", 3: "MemoryL0", 4: "ResourceConflictRatio",
+    5: "MemoryUB", 6: "L2Cache", 7: PIPELINE_EXECUTE, 8: "MemoryAccess",
+}  # fmt: skip
+#: Metric groups each chip collects (910B: no PipelineExecuteUtilization; 310B: no MemoryAccess).
+CHIP_METRICS: Final = {CHIP_910B: (0, 1, 2, 3, 4, 5, 6, 8), CHIP_310B: (0, 1, 2, 3, 4, 5, 6, 7)}
+_DEFAULT_EVENTS: Final = (
+    "0x49,0x4a,0x4b,0x4c,0x4d,0x4e,0x4f",
+    "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55",
+    "0x15,0x16,0x31,0x32,0xf,0x10,0x12,0x13",
+    "0x1b,0x1c,0x21,0x22,0x27,0x28,0x29,0x2a",
+    "0x64,0x65,0x66",
+    "0x10,0x13,0x37,0x38,0x3d,0x3e,0x43,0x44",
+    "0x500,0x502,0x504,0x506,0x508,0x50a",
+    "0x12c,0x49,0x4a,0x9,0x302,0xc,0xd,0x303",
+    "0x32,0x3d,0x3e,0x206,0x20c,0x50c,0x50d,0x50e",
+)
+
+
+def collector_events(chip: str, metric: int) -> tuple[str, str]:
+    """``sample.json``'s (``ai_core_profiling_events``, ``aiv_profiling_events``) as CANN's
+    collector programs *metric* on *chip*: its platform tables' default list per group, the 310B's
+    own MemoryUB list, and on the 910B PipeUtilizationExct's events on the AI Cube side of
+    PipeUtilization (real runs' sample.json shows the two pipe lists)."""
+    default = _DEFAULT_EVENTS[metric]
+    if chip == CHIP_910B and metric == 1:
+        return "0x416,0x417,0x9,0x302,0xc,0x303,0x54,0x55", default
+    if chip == CHIP_310B and metric == 5:
+        memory_ub = "0x37,0x38,0x1a5,0x1a6,0x17f,0x180,0x191"
+        return memory_ub, memory_ub
+    return default, default
+
+
+def _collection(chip: str, metric: int) -> tuple[str, str, str, tuple[int, ...], tuple[int, ...]]:
+    group = GROUP_OF_METRIC[metric]
+    aic = PIPE_UTILIZATION_EXCT if chip == CHIP_910B and metric == 1 else group
+    cube, vector = collector_events(chip, metric)
+    return chip, aic, group, _codes(cube), _codes(vector)
+
+
+def _codes(events: str) -> tuple[int, ...]:
+    return tuple(int(text, 16) for text in events.split(",")) if events else ()
+
+
+#: Collections verified by the real exporter on generated data, not on a real run: (chip, AI Core
+#: group, AI Vector group, AI Core events, AI Vector events) of every group each chip collects,
+#: with the collector's event lists (other lists are not verified). The exporter printed, cell by
+#: cell, what this module computes for simulated records of them (tests/real/test_sim_pmu.py).
+GENERATED_GROUPS: Final = frozenset(
+    _collection(chip, metric) for chip, metrics in CHIP_METRICS.items() for metric in metrics
+)
 
 #: Groups that get a ``*_time`` per ratio (``total_time * ratio``).
 PIPE_TIME_GROUPS: Final = frozenset(
@@ -621,12 +707,10 @@ class PmuLayout:
     memory_bound: tuple[int, int, int] | None  # (vec, mac, mte2) indexes into shown columns
     cube: tuple[int, int] | None  # (mac ratio, total cycles) indexes into shown columns
     na_columns: frozenset[int]
+    #: the collection was verified by the real exporter (:func:`verified_collection`)
+    verified: bool = False
     #: the zero side of a 910B row, by (side, type of its total time: 0 or 0.0)
     _zero: dict[tuple[int, type], list[float]] = dataclasses.field(default_factory=dict, compare=False)
-
-    @property
-    def verified(self) -> bool:
-        return (self.chip, self.aic_metrics, self.aiv_metrics) in VERIFIED_GROUPS
 
     @classmethod
     def of(
@@ -679,7 +763,7 @@ class PmuLayout:
             chip, aic_metrics, aiv_metrics, tuple(sides), aic_hz, cores, vectors, aic_hz / 1e6
         )
         layout._check(where)
-        return layout
+        return dataclasses.replace(layout, verified=verified_collection(chip, sample))
 
     @classmethod
     def _shown(
@@ -827,9 +911,14 @@ class PmuLayout:
         return values
 
 
+class MisalignedRow(NoPmuColumns):
+    """One record's values do not line up with the table (the exporter's insert would fail for
+    this run only: not verified on any run)."""
+
+
 def _misaligned(record: PmuRecord) -> DeclinedError:
     # Some derived metrics replace others only for some values (main memory bandwidths).
-    return NoPmuColumns(
+    return MisalignedRow(
         DeclineReason.UNSUPPORTED,
         f"PMU values of stream {record.stream_id} task {record.task_id} do not line up with the "
         "table's columns",
