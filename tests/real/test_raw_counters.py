@@ -207,20 +207,26 @@ def writable(run_dir: Path) -> None:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
 
-def set_metrics(run_dir: Path, aic: str, aiv: str) -> None:
-    """Pretend the run collected other groups (events included; the counts stay the real ones)."""
+def set_metrics(run_dir: Path, aic: str, aiv: str, *, reverse: bool = False) -> None:
+    """Pretend the run collected other groups (events included, in reverse order with *reverse*:
+    not the collector's; the counts stay the real ones)."""
     writable(run_dir)
     path = run_dir / "device_0" / "sample.json"
     sample = json.loads(path.read_text())
     sample["ai_core_metrics"], sample["aiv_metrics"] = aic, aiv
-    sample["ai_core_profiling_events"] = ",".join(hex(e) for e in GROUP_EVENTS.get(aic, ()))
-    sample["aiv_profiling_events"] = ",".join(hex(e) for e in GROUP_EVENTS.get(aiv, ()))
+    for key, group in (("ai_core_profiling_events", aic), ("aiv_profiling_events", aiv)):
+        events = list(GROUP_EVENTS.get(group, ()))
+        sample[key] = ",".join(hex(e) for e in (events[::-1] if reverse else events))
     path.write_text(json.dumps(sample))
 
 
 def test_unverified_metric_groups_are_declined_by_name(tmp_path: Path, real_toolkit: Toolkit) -> None:
     result_path, run_id = fresh("910b_l1_div", tmp_path)
+    # Memory with the collector's events was verified on generated data: the same group with
+    # other events was not
     set_metrics(result_path / run_id, "Memory", "Memory")
+    assert isinstance(read_run(result_path / run_id, counters=True), RawResult)
+    set_metrics(result_path / run_id, "Memory", "Memory", reverse=True)
     declined = read_run(result_path / run_id, counters=True)
     assert isinstance(declined, Declined) and declined.reason is DeclineReason.UNSUPPORTED
     assert "'Memory'" in declined.message and "not verified" in declined.message

@@ -26,10 +26,16 @@ def pmu_part(header: list[str]) -> tuple[str, ...]:
 
 
 def set_values(columns: tuple[str, ...]) -> dict[str, float | None]:
-    """A distinct value for every column (whole cycle counts, ratios in [0, 1]) and one N/A."""
+    """A distinct value for every column (whole cycle and cache counts, ratios in [0, 1]) and one
+    N/A."""
     values: dict[str, float | None] = {}
     for i, column in enumerate(columns):
-        values[column] = float(1000 + i) if column.endswith("total_cycles") else round(0.011 * (i + 1), 3)
+        if column.endswith("total_cycles"):  # a bandwidth's event count then rounds well below 1e-3
+            values[column] = float(10_000_000 + i)
+        elif "cache" in column and not column.endswith("rate"):  # L2 cache cells: event counts
+            values[column] = float(100 * (i + 1))
+        else:
+            values[column] = round(0.011 * (i + 1), 3)
     if columns:
         values[columns[-1]] = None
     return values
@@ -56,7 +62,7 @@ def test_every_group_round_trips(chip: str, metric: AicoreMetrics) -> None:
         if task.name == "set_k":
             assert {c: row[c] for c in values} == values
         else:
-            assert_plausible(row, task.duration, chip)
+            assert_plausible(row, task.duration, chip, int(metric))
 
 
 def test_counters_the_record_cannot_carry_are_refused() -> None:
@@ -78,17 +84,25 @@ def test_counters_the_record_cannot_carry_are_refused() -> None:
         sim.launch("k", counters={"vec_ratio": 0.5})
 
 
-def assert_plausible(row: dict[str, float | None], duration: float, chip: str) -> None:
-    """What a default value must satisfy, for a kernel using both cores."""
-    assert all(value is not None for value in row.values())
+def assert_plausible(row: dict[str, float | None], duration: float, chip: str, metric: int) -> None:
+    """What a default value of a MIX_AIV kernel must satisfy: its record is the vector core's, so
+    on the 910B the cube core's cells read 0 (as real runs show for the unused core), and cells
+    the exporter prints N/A on the chip are None."""
+    blocked = _pmu.NOT_APPLICABLE.get(chip, {}).get(metric, frozenset())
     core = {
         "aic": row.get("aicore_time(us)", 0.0),
         "aiv": row.get("aiv_time(us)", 0.0),
         "": row.get("aicore_time(us)", 0.0),
     }
     for column, value in row.items():
+        if column in blocked:
+            assert value is None, column
+            continue
         assert value is not None and value >= 0, column
         side = "" if chip == "310B" else column[:3] if column[:4] in ("aic_", "aiv_") else "aic"
+        if side == "aic":
+            assert value == 0, column
+            continue
         if column.endswith(("_ratio", "_rate")):
             assert value <= 1, column
         elif column in ("aicore_time(us)", "aiv_time(us)"):
@@ -184,7 +198,14 @@ def test_names_equal_every_real_runs_export() -> None:
 def test_names_equal_real_910b_host_exports(name: str, group: AicoreMetrics) -> None:
     with open(REAL_CSV / name, newline="", encoding="utf-8") as stream:
         header = next(csv.reader(stream))
-    assert pmu_part(header) == sim.COUNTER_COLUMNS["910B"][int(group)]
+    real, ours = pmu_part(header), sim.COUNTER_COLUMNS["910B"][int(group)]
+    if group is AicoreMetrics.PIPE_UTILIZATION:
+        assert real == ours
+    else:
+        # These hosts' exports (CANN's C++ path) print more columns for the group (the L2
+        # bandwidths, fops of both sides) than the pure-Python exporter prints for the same kind
+        # of records; the simulator prints the latter's, in the same order.
+        assert len(real) > len(ours) and [c for c in real if c in ours] == list(ours)
 
 
 def test_launch_counters_are_encoded_into_ffts_profile_records(tmp_path: Path) -> None:

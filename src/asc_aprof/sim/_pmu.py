@@ -37,36 +37,17 @@ from collections.abc import Mapping
 from typing import Final, NamedTuple
 
 from .._errors import UsageError
+from .._raw._pmu import BANDWIDTHS, CHIP_310B, CHIP_910B, CHIP_METRICS, EVENT_NAMES, collector_events
 
-#: The events of each metric group, as CANN's collector programs them (its platform tables:
-#: every group's default list; the 310B's own MemoryUB list; on the 910B the cube side of
-#: PipeUtilization collects PipeUtilizationExct's events, as real 910B runs' sample.json shows).
-#: Per chip and group: (cube side, vector side). Must match libmsprofiler_sim.c's tables.
-_DEFAULT_EVENTS: Final = {
-    0: "0x49,0x4a,0x4b,0x4c,0x4d,0x4e,0x4f",
-    1: "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55",
-    2: "0x15,0x16,0x31,0x32,0xf,0x10,0x12,0x13",
-    3: "0x1b,0x1c,0x21,0x22,0x27,0x28,0x29,0x2a",
-    4: "0x64,0x65,0x66",
-    5: "0x10,0x13,0x37,0x38,0x3d,0x3e,0x43,0x44",
-    6: "0x500,0x502,0x504,0x506,0x508,0x50a",
-    7: "0x12c,0x49,0x4a,0x9,0x302,0xc,0xd,0x303",
-    8: "0x32,0x3d,0x3e,0x206,0x20c,0x50c,0x50d,0x50e",
-}
-_PIPE_EXCT: Final = "0x416,0x417,0x9,0x302,0xc,0x303,0x54,0x55"
-_MINI_V3_MEMORY_UB: Final = "0x37,0x38,0x1a5,0x1a6,0x17f,0x180,0x191"
-#: Groups each chip collects (910B: no PipelineExecuteUtilization; 310B: no MemoryAccess).
-_GROUPS: Final = {"910B": (0, 1, 2, 3, 4, 5, 6, 8), "310B": (0, 1, 2, 3, 4, 5, 6, 7)}
+#: Groups each chip collects (the reader's table).
+_GROUPS: Final = {"910B": CHIP_METRICS[CHIP_910B], "310B": CHIP_METRICS[CHIP_310B]}
+_PLATFORM: Final = {"910B": CHIP_910B, "310B": CHIP_310B}
 
 
 def events(chip: str, metric: int) -> tuple[str, str]:
-    """``sample.json``'s (``ai_core_profiling_events``, ``aiv_profiling_events``) for *metric*."""
-    default = _DEFAULT_EVENTS[metric]
-    if chip == "910B" and metric == 1:
-        return _PIPE_EXCT, default
-    if chip == "310B" and metric == 5:
-        return _MINI_V3_MEMORY_UB, _MINI_V3_MEMORY_UB
-    return default, default
+    """``sample.json``'s (``ai_core_profiling_events``, ``aiv_profiling_events``) for *metric*:
+    the collector's lists, as the raw reader knows them (libmsprofiler_sim.c writes the same)."""
+    return collector_events(_PLATFORM[chip], metric)
 
 
 #: The PMU columns the real exporter prints for simulated runs of each chip and group, in order
@@ -296,64 +277,17 @@ NOT_APPLICABLE: Final = {
     },
 }
 
-# Event -> the name the exporter gives it (msconfig/ai_core_config.py's event2metric), for the
-# events of the groups above; and the bytes per event of each bandwidth (constant.py).
-_EVENT_NAME: Final = {
-    "0x8": "vec_ratio",
-    "0xa": "mac_ratio",
-    "0x9": "scalar_ratio",
-    "0xb": "mte1_ratio",
-    "0xc": "mte2_ratio",
-    "0xd": "mte3_ratio",
-    "0xf": "l2_read_bw(GB/s)",
-    "0x10": "l2_write_bw(GB/s)",
-    "0x12": "main_mem_read_bw(GB/s)",
-    "0x13": "main_mem_write_bw(GB/s)",
-    "0x15": "ub_read_bw(GB/s)",
-    "0x16": "ub_write_bw(GB/s)",
-    "0x1b": "l0a_read_bw(GB/s)",
-    "0x1c": "l0a_write_bw(GB/s)",
-    "0x21": "l0b_read_bw(GB/s)",
-    "0x22": "l0b_write_bw(GB/s)",
-    "0x27": "l0c_read_bw(GB/s)",
-    "0x28": "l0c_read_bw_cube(GB/s)",
-    "0x29": "l0c_write_bw(GB/s)",
-    "0x2a": "l0c_write_bw_cube(GB/s)",
-    "0x31": "l1_read_bw(GB/s)",
-    "0x32": "l1_write_bw(GB/s)",
-    "0x37": "ub_read_bw_scalar(GB/s)",
-    "0x38": "ub_write_bw_scalar(GB/s)",
-    "0x3d": "ub_read_bw_mte(GB/s)",
-    "0x3e": "ub_write_bw_mte(GB/s)",
-    "0x43": "ub_read_bw_vector(GB/s)",
-    "0x44": "ub_write_bw_vector(GB/s)",
-    "0x49": "mac_fp16_ratio",
-    "0x4a": "mac_int8_ratio",
-    "0x4b": "vec_fp32_ratio",
-    "0x4c": "vec_fp16_ratio",
-    "0x4d": "vec_fp16_ratio",
-    "0x4e": "vec_int32_ratio",
-    "0x4f": "vec_misc_ratio",
-    "0x54": "icache_req",
-    "0x55": "icache_miss_rate",
-    "0x64": "vec_bankgroup_cflt_ratio",
-    "0x65": "vec_bank_cflt_ratio",
-    "0x66": "vec_resc_cflt_ratio",
-    "0x12c": "vec_exe_ratio",
-    "0x17f": "ub_read_bw_vector(GB/s)",
-    "0x180": "ub_read_bw_vector(GB/s)",
-    "0x191": "ub_write_bw_vector(GB/s)",
-    "0x302": "mte1_ratio",
-    "0x303": "fixpipe_ratio",
-    "0x416": "mac_ratio",
-    "0x417": "mac_ratio",
-    "0x500": "write_cache_hit",
-    "0x502": "write_cache_miss_allocate",
-    "0x504": "r0_read_cache_hit",
-    "0x506": "r0_read_cache_miss_allocate",
-    "0x508": "r1_read_cache_hit",
-    "0x50a": "r1_read_cache_miss_allocate",
+# The printed column an event's count ends up in, where it differs from the exporter's name of
+# the event (which the raw reader's table gives): lanes summed, MAC parts summed, requests.
+_PRINTED: Final = {
+    "vec_fp16_128lane_ratio": "vec_fp16_ratio",
+    "vec_fp16_64lane_ratio": "vec_fp16_ratio",
+    "icache_req_ratio": "icache_req",
+    "mte1_ratio_extra": "mte1_ratio",
+    "mac_fp_ratio": "mac_ratio",
+    "mac_int_ratio": "mac_ratio",
 }
+_EVENT_NAME: Final = {f"0x{code:x}": _PRINTED.get(name, name) for code, name in EVENT_NAMES.items()}
 # PipelineExecuteUtilization's names: the same events, printed as *_exe_ratio (mac: fp16 + int8).
 _EXE_EVENT_NAME: Final = {
     "0x49": "mac_exe_ratio",
@@ -364,28 +298,8 @@ _EXE_EVENT_NAME: Final = {
     "0xd": "mte3_exe_ratio",
     "0x303": "fixpipe_exe_ratio",
 }
-_BYTES: Final = {
-    "ub_read_bw(GB/s)": 1024.0,
-    "ub_write_bw(GB/s)": 1024.0,
-    "l1_read_bw(GB/s)": 4096.0,
-    "l1_write_bw(GB/s)": 2048.0,
-    "l2_read_bw(GB/s)": 2048.0,
-    "l2_write_bw(GB/s)": 2048.0,
-    "main_mem_read_bw(GB/s)": 64.0,
-    "main_mem_write_bw(GB/s)": 64.0,
-    "l0a_read_bw(GB/s)": 4096.0,
-    "l0a_write_bw(GB/s)": 4096.0,
-    "l0b_read_bw(GB/s)": 2048.0,
-    "l0b_write_bw(GB/s)": 2048.0,
-    "l0c_read_bw(GB/s)": 2048.0,
-    "l0c_write_bw(GB/s)": 2048.0,
-    "l0c_read_bw_cube(GB/s)": 2048.0,
-    "l0c_write_bw_cube(GB/s)": 2048.0,
-    "ub_read_bw_vector(GB/s)": 256.0,
-    "ub_write_bw_vector(GB/s)": 256.0,
-    "ub_read_bw_scalar(GB/s)": 128.0,
-    "ub_write_bw_scalar(GB/s)": 128.0,
-}
+#: Bytes per event of each bandwidth (the exporter's width x scale).
+_BYTES: Final = {name: width * scale for name, (width, scale) in BANDWIDTHS.items()}
 #: Per chip: the core clock (MHz) the exporter divides by, and the cube / vector core counts
 #: (info.json of the simulated device).
 CHIP_CLOCK: Final = {"910B": (1650, 20, 40), "310B": (1250, 1, 1)}

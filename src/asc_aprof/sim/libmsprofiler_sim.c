@@ -44,8 +44,6 @@
  *   device_N/data/ffts_profile.data.N.slice_0     128-byte context PMU records (function 40) of
  *       every AI Core, AI Vector and MIX kernel when PMU data is collected: its main core's total
  *       cycles and the 8 event counts sim.launch encoded (sample.json names the group's events);
- *   host/aprofsim_counters.txt  simulator-only (no CANN file): the PMU counters launches set,
- *       for the simulated msprof.py's PMU columns (outside host/data: both exporters ignore it).
  * Slice k of the host files holds the k-th stopped device's tasks. Not written (no verified
  * model yet): block PMU records (function 41: a MIX kernel's slave core), tensor_info (shapes),
  * FFTS+ subtask and context_id_info records (MIX kernels are written like other kernels), ACL
@@ -921,8 +919,8 @@ static const name_rec *find_name(const name_rec *const *runs, size_t n, size_t *
 }
 
 /* Field *index* (0-based) of a launch's TAB-separated tensor text, and its length (NULL: absent
- * or empty). Fields 0-5 are the shapes, 6 the PMU counters sim.launch(counters=...) set
- * ("column=value;..."), 7 the PMU record it encoded from them (see pmu_counts). */
+ * or empty). Fields 0-5 are the shapes, 6 is empty, 7 the PMU record sim.launch encoded from the
+ * counters it was given (see pmu_counts). */
 static const char *tensor_field(const name_rec *name, int index, size_t *len) {
     const char *p = name->tensors;
     for (int tabs = 0; p != NULL && tabs < index; tabs++) {
@@ -933,24 +931,6 @@ static const char *tensor_field(const name_rec *name, int index, size_t *len) {
     const char *end = strchr(p, '\t');
     *len = end != NULL ? (size_t)(end - p) : strlen(p);
     return p;
-}
-
-/* Simulator-only: the counters a launch set, one line per kernel ("device TAB stream TAB task TAB
- * counters") in host/aprofsim_counters.txt, outside host/data, where neither the real exporter
- * nor the raw reader looks; the simulated msprof.py writes them into the PMU columns. */
-static void write_counters(collection *c, uint32_t dev, const task_rec *r, const name_rec *name, FILE **out) {
-    size_t len = 0;
-    const char *text = tensor_field(name, 6, &len);
-    if (text == NULL) return;
-    if (*out == NULL) {
-        char *path = str_printf("%s/host/aprofsim_counters.txt", c->dir);
-        *out = path != NULL ? fopen(path, "a") : NULL;
-        free(path);
-        if (*out == NULL) return;
-    }
-    uint16_t stream, task;
-    task_ids(r, &stream, &task);
-    fprintf(*out, "%u\t%u\t%u\t%.*s\n", dev, (unsigned)stream, (unsigned)task, (int)len, text);
 }
 
 #define PMU_EVENTS 8
@@ -1081,7 +1061,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
         uint32_t thread = (uint32_t)getpid();
         size_t at = 0;
         const name_rec *last = NULL;
-        FILE *counters = NULL;
         for (size_t i = 0; i < n; i++) {
             const task_rec *r = &recs[i];
             /* Host time: CLOCK_MONOTONIC_RAW-like slots after the start, 10 ns apart. */
@@ -1093,7 +1072,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
             const name_rec *name = find_name(runs, nruns, &at, r);
             if (name == NULL) continue; /* the host stream was cut: no host record */
             host_kernel(&rf, r, dev, name, thread, ts);
-            write_counters(c, dev, r, name, &counters);
             if (name != last) {
                 const char *names[2] = {name->name, name->binary};
                 for (int j = 0; j < 2; j++) {
@@ -1107,7 +1085,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
                 last = name;
             }
         }
-        if (counters != NULL) fclose(counters);
     }
     ob_finish(rf.api, paths[0]);
     ob_finish(rf.basic, paths[1]);
