@@ -55,6 +55,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
+from .._counters import TaskCounters
 from ._types import DeclinedError, DeclineReason
 
 NA: Final = "N/A"
@@ -1115,3 +1116,102 @@ def join_rows(
         return layout.cells_of(kept, rounder)
     finally:
         rounder.close()
+
+
+# -- a device's cells and a run's counters --------------------------------------------------------
+
+
+#: A device's PMU part of op_summary: the printed headers and each kept row's cells.
+PmuTable = tuple[tuple[str, ...], list[list[Value]]]
+
+
+def device_cells(
+    folder: str,
+    ffts: bytes | None,
+    sample: Callable[[], Mapping[str, object]],
+    info: Mapping[str, object],
+    unpack: Callable[[int, int], tuple[int, int]],
+    *,
+    rows: int,
+    joined: Callable[[], Sequence[JoinedRow]],
+    ge: Callable[[], Iterable[tuple[int, int, int, str, int, int]]],
+    flips: Iterable[tuple[int, int]],
+    all_export: bool,
+    verified_only: bool,
+) -> PmuTable:
+    """One device's PMU cells for its *rows* op_summary rows (no context record: no column).
+
+    *ffts*: the ``ffts_profile`` bytes (None: no such file); *sample* / *joined* / *ge*: called
+    when needed (``sample.json``, the join before the start filter, GE tasks as ``(stream, task,
+    context, type, block, mix)``); *flips*: ``(stream, counter)`` of the task-id flips.
+    *verified_only*: decline collections not verified (on real runs or on generated data, see
+    :func:`verified_collection`; the raw reader), else compute every group the exporter maps and
+    give no column where its code writes none (a CSV writer).
+
+    :raises DeclinedError: what is not modelled (with *verified_only*: not verified)
+    """
+    empty: PmuTable = ((), [[] for _ in range(rows)])
+    if ffts is None:
+        if verified_only and rows and not pmu_off(sample()):
+            # PMU collection on but no records: not seen (real runs with it have records).
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"{folder} has no ffts_profile file although sample.json has PMU collection on: "
+                "op_summary without PMU counters of such a run is not verified",
+            )
+        return empty
+    records = pmu_records(ffts, unpack)
+    if not records.context:
+        return empty
+    chip = str(info.get("platform_version", ""))
+    try:
+        layout = PmuLayout.of(chip, sample(), info, f"{folder}: ")
+    except NoPmuColumns:
+        if verified_only and not verified_collection(chip, sample()):
+            raise
+        # What the exporter does: verified for a group whose table never lines up (MemoryAccess
+        # on the 910B), from its code for the others (a CSV writer's export).
+        return empty
+    if verified_only and not layout.verified:
+        raise DeclinedError(
+            DeclineReason.UNSUPPORTED,
+            f"{folder}: PMU metric group {layout.aic_metrics!r} (AI Core) / {layout.aiv_metrics!r} "
+            "(AI Vector) with these events is not verified (not on real runs, not on generated data)",
+        )
+    if all_export:
+        first: dict[int, int] = {}
+        for stream, counter in flips:
+            first[stream] = min(first.get(stream, counter), counter)
+        for record in records.context:
+            limit = first.get(record.stream_id)
+            if limit is not None and record.end >= limit:
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED,
+                    f"{folder}: PMU records after a task-id flip of stream {record.stream_id}",
+                )
+    try:
+        cells = join_rows(
+            layout, records, block_numbers(ge(), folder), joined(), batch_ids=all_export, where=folder
+        )
+    except NoPmuColumns:
+        if verified_only:
+            raise
+        return empty
+    return layout.header, cells
+
+
+def run_counters(tables: Sequence[PmuTable]) -> TaskCounters:
+    """The devices' cells (in the merged CSV's order) as the CSV path reads them (``N/A``: None).
+
+    :raises DeclinedError: devices with different PMU columns (the merge was not modelled)
+    """
+    headers = {header for header, _ in tables}
+    if len(headers) > 1:
+        raise DeclinedError(DeclineReason.UNSUPPORTED, "devices with different PMU columns")
+    header = headers.pop() if headers else ()
+    rows = [row for _, cells in tables for row in cells]
+    columns: dict[str, list[float | None]] = {name: [] for name in header}
+    if rows:
+        for column, values in zip(columns.values(), zip(*rows, strict=True), strict=True):
+            column.extend(None if isinstance(value, str) else value for value in values)
+    return TaskCounters(columns, length=len(rows))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
 from .._counters import TaskCounters
@@ -50,19 +50,7 @@ from ._decode import (
     type_info_dic,
 )
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
-from ._pmu import (
-    JoinedRow,
-    MisalignedRow,
-    NoPmuColumns,
-    PmuLayout,
-    PmuRecords,
-    Value,
-    block_numbers,
-    join_rows,
-    pmu_off,
-    pmu_records,
-    verified_collection,
-)
+from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
@@ -755,116 +743,50 @@ class _PmuSource(NamedTuple):
     flips: list[FlipRecord]
 
 
-#: A device's PMU part of op_summary: the printed headers and each kept row's cells.
-PmuTable = tuple[tuple[str, ...], list[list[Value]]]
-
-
 def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool) -> PmuTable:
-    """The PMU cells of *out*'s op_summary rows (no ffts_profile context record: no column).
-
-    *verified_only*: decline metric groups no real run confirmed (the raw reader), else compute
-    every group the exporter maps (a CSV writer of simulated runs).
-    """
+    """*out*'s PMU cells (see :func:`._pmu.device_cells`)."""
     dev, source = out.dev, out.pmu
     assert source is not None
-    folder = dev.folder
-    empty: PmuTable = ((), [[] for _ in out.op_rows])
-    if not dev.ffts:
-        if (
-            verified_only
-            and out.op_rows
-            and not pmu_off(json_object(files[dev.sample], f"{folder}/sample.json"))
-        ):
-            # PMU collection on but no records: not seen (real runs with it have records).
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED,
-                f"{folder} has no ffts_profile file although sample.json has PMU collection on: "
-                "op_summary without PMU counters of such a run is not verified",
-            )
-        return empty
+    expanded = source.expanded
 
     def unpack(stream: int, task: int) -> tuple[int, int]:
-        return stream_task_ids(stream, task, 0, source.expanded) if stream >= 2048 else (stream, task)
+        return stream_task_ids(stream, task, 0, expanded) if stream >= 2048 else (stream, task)
 
-    records = pmu_records(joined(files[p] for p in dev.ffts), unpack)
-    if not records.context:
-        return empty
-    try:
-        return _joined_pmu(out, records, files, verified_only=verified_only)
-    except NoPmuColumns as exc:
-        chip = str(source.info.get("platform_version", ""))
-        sample = json_object(files[dev.sample], f"{folder}/sample.json")
-        if verified_only and (isinstance(exc, MisalignedRow) or not verified_collection(chip, sample)):
-            raise
-        # What the exporter does: verified for a group whose table never lines up (MemoryAccess on
-        # the 910B, verified_collection), from its code for the others (a CSV writer's export).
-        return empty
+    def joined_rows() -> list[JoinedRow]:
+        # The join before the start filter; the kept rows are a subsequence of it.
+        rows, position, found = out.op_rows, 0, []
+        for a, g in out.joined:
+            kept = position < len(rows) and rows[position].ascend is a
+            position += kept
+            found.append(
+                JoinedRow(a.stream_id, a.task_id, a.batch_id, a.context_id, g.task_type, a.duration, kept)
+            )
+        assert position == len(rows)
+        return found
 
+    def ge() -> Iterator[tuple[int, int, int, str, int, int]]:
+        for group in out.ge.values():
+            for g in group:
+                yield g.stream_id, g.task_id, g.context_id, g.task_type, g.block_num, g.mix_block_num
 
-def _joined_pmu(
-    out: _Device, records: PmuRecords, files: Mapping[str, bytes], *, verified_only: bool
-) -> PmuTable:
-    dev, source = out.dev, out.pmu
-    assert source is not None
-    folder = dev.folder
-    chip = str(source.info.get("platform_version", ""))
-    layout = PmuLayout.of(
-        chip, json_object(files[dev.sample], f"{folder}/sample.json"), source.info, f"{folder}: "
+    return device_cells(
+        dev.folder,
+        joined(files[p] for p in dev.ffts) if dev.ffts else None,
+        lambda: json_object(files[dev.sample], f"{dev.folder}/sample.json"),
+        source.info,
+        unpack,
+        rows=len(out.op_rows),
+        joined=joined_rows,
+        ge=ge,
+        flips=((f.stream_id, f.counter) for f in source.flips),
+        all_export=source.all_export,
+        verified_only=verified_only,
     )
-    if verified_only and not layout.verified:
-        raise DeclinedError(
-            DeclineReason.UNSUPPORTED,
-            f"{folder}: PMU metric group {layout.aic_metrics!r} (AI Core) / {layout.aiv_metrics!r} "
-            "(AI Vector) with these events is not verified (not on real runs, not on generated data)",
-        )
-    if source.all_export and source.flips:
-        first: dict[int, int] = {}
-        for flip in source.flips:
-            first[flip.stream_id] = min(first.get(flip.stream_id, flip.counter), flip.counter)
-        for record in records.context:
-            limit = first.get(record.stream_id)
-            if limit is not None and record.end >= limit:
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED,
-                    f"{folder}: PMU records after a task-id flip of stream {record.stream_id}",
-                )
-    blocks = block_numbers(
-        (
-            (g.stream_id, g.task_id, g.context_id, g.task_type, g.block_num, g.mix_block_num)
-            for group in out.ge.values()
-            for g in group
-        ),
-        folder,
-    )
-    rows = out.op_rows
-    position = 0
-    joined_rows: list[JoinedRow] = []
-    for a, g in out.joined:
-        kept = position < len(rows) and rows[position].ascend is a
-        if kept:
-            position += 1
-        joined_rows.append(
-            JoinedRow(a.stream_id, a.task_id, a.batch_id, a.context_id, g.task_type, a.duration, kept)
-        )
-    assert position == len(rows)
-    cells = join_rows(layout, records, blocks, joined_rows, batch_ids=source.all_export, where=folder)
-    return layout.header, cells
 
 
 def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCounters:
     """The op_summary rows' PMU counters as the CSV path reads them (``N/A``: None)."""
-    tables = [_device_pmu(out, files, verified_only=True) for out in outputs]
-    headers = {header for header, _ in tables}
-    if len(headers) > 1:
-        # The exporter merges the per-device CSVs: with different columns, not modelled.
-        raise DeclinedError(DeclineReason.UNSUPPORTED, "devices with different PMU columns")
-    header = headers.pop() if headers else ()
-    rows = [row for _, cells in tables for row in cells]
-    columns: dict[str, list[float | None]] = {name: [] for name in header}
-    if rows:
-        for column, values in zip(columns.values(), zip(*rows, strict=True), strict=True):
-            column.extend(None if isinstance(value, str) else value for value in values)
-    return TaskCounters(columns, length=len(rows))
+    return run_counters([_device_pmu(out, files, verified_only=True) for out in outputs])
 
 
 def _device(
