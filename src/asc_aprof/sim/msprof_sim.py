@@ -135,7 +135,6 @@ STEP_EXPORT_MODEL_ID = 4294967295
 ACL_API_BITS = 0x1 | 0x100  # ACL_API, RUNTIME_API: api_statistic
 TASK_TIME_L1_BITS = 0x2 | 0x2000 | 0x4000 | 0x8000
 TASK_TIME_L0_BIT = 0x800
-AICORE_METRICS_BIT = 0x4
 
 CONTROL_KINDS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE", "DEVICE_RINGBUFFER_CONTROL"})
 
@@ -214,7 +213,6 @@ class DeviceData(NamedTuple):
 
     device: int
     data_type: int
-    metric: int
     settings: RunSettings
     rows: DeviceRows
 
@@ -411,7 +409,6 @@ def _settings(info: dict[str, object]) -> RunSettings:
 class _Meta(NamedTuple):
     device: int
     data_type: int
-    metric: int
     settings: RunSettings
 
 
@@ -430,12 +427,10 @@ def _device_meta(collection: Collection) -> list[_Meta]:
             continue
         sample = _read_json(sub / "sample.json")
         data_type = sample.get("dataTypeConfig", 0)
-        metric = sample.get("aicoreMetrics", 0xFF)
         found.append(
             _Meta(
                 device,
                 data_type if isinstance(data_type, int) else 0,
-                metric if isinstance(metric, int) else 0xFF,
                 _settings(_read_json(info_path)),
             )
         )
