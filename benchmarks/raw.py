@@ -192,19 +192,25 @@ def run(cfg: Config) -> Section:
     try:
         toolkit = real_toolkit(work / "cann")
         raw_times: list[float] = []
+        raw_counter_times: list[float] = []
         for _ in range(raw_reps):
             result_path, run_id = copy_run(LATENCY_RUN, work / "raw")
             profiler = Profiler(result_path, toolkit=toolkit, reader="raw")
             raw_times.append(timed(functools.partial(profiler.store_result, run_id)))
+            raw_counter_times.append(timed(functools.partial(profiler.store_result, run_id, counters=True)))
         export_times: list[float] = []
         parse_times: list[float] = []
+        parse_counter_times: list[float] = []
         for _ in range(export_reps):
             result_path, run_id = copy_run(LATENCY_RUN, work / "msprof")
             profiler = Profiler(result_path, toolkit=toolkit, reader="msprof", export_timeout=600)
             export_times.append(timed(functools.partial(profiler.export, run_id)))
             parse_times.append(timed(functools.partial(profiler.store_result, run_id)))
+            parse_counter_times.append(timed(functools.partial(profiler.store_result, run_id, counters=True)))
         msprof = [e + p for e, p in zip(export_times, parse_times, strict=True)]
+        msprof_counters = [e + p for e, p in zip(export_times, parse_counter_times, strict=True)]
         ratio = median(msprof) / median(raw_times)
+        counter_ratio = median(msprof_counters) / median(raw_counter_times)
         section.tables.append(
             Table(
                 f"Stop to result, {LATENCY_RUN}",
@@ -223,7 +229,27 @@ def run(cfg: Config) -> Section:
                         str(export_reps),
                     ],
                     ["  of which CSV parse", fmt_ms(median(parse_times)), fmt_ms(min(parse_times)), ""],
+                    [
+                        "raw reader, `counters=True` (PMU counters from ffts_profile)",
+                        fmt_ms(median(raw_counter_times)),
+                        fmt_ms(min(raw_counter_times)),
+                        str(raw_reps),
+                    ],
+                    [
+                        "msprof.py export + CSV parse, `counters=True`",
+                        fmt_ms(median(msprof_counters)),
+                        fmt_ms(min(msprof_counters)),
+                        str(export_reps),
+                    ],
                 ],
+            )
+        )
+        section.targets.append(
+            Target(
+                "with counters=True: raw reader vs msprof.py + parse, stop to result",
+                f">= {GOAL:.0f}x",
+                fmt_x(counter_ratio),
+                counter_ratio >= GOAL,
             )
         )
         section.targets.append(

@@ -141,31 +141,35 @@ async def test_read_columns_of_a_run_not_exported(simctl: SimControl, result_dir
     run = result_dir / run_id
     native, native_async = read_columns(run), await aread_columns(run)
     assert not find_summary_csvs(run) and native.run_id == run_id and len(native) == 60
-    with pytest.raises(UsageError, match="no exported op_summary/task_time CSV"):
-        read_columns(run, counters=True)  # counters come from the CSVs only
+    counted = read_columns(run, counters=True)  # the PMU records are read natively too
+    assert not find_summary_csvs(run) and counted.counters is not None and len(counted.counters) == 60
     (run / "device_0" / "data").rename(run / "device_0" / "gone")
     with pytest.raises(UsageError, match="raw reader declined it"):
         await aread_columns(run)
     (run / "device_0" / "gone").rename(run / "device_0" / "data")
     run_export(sim.toolkit(), run)
     assert native == native_async == read_columns(run) == await aread_columns(run)
+    exported = read_columns(run, counters=True).counters
+    assert exported is not None and exported.to_dict() == counted.counters.to_dict()
 
 
-def test_metrics_and_reader_raw_need_exported_csvs(
+def test_metrics_are_read_natively_without_a_toolkit(
     simctl: SimControl, result_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (run_id,) = make_runs(result_dir, sim.toolkit())
     _no_cann(result_dir, monkeypatch)
-    # counters come from CSVs only: auto exports first, which needs a toolkit
+    # the simulated run's PMU records (PipeUtilization) are read natively: no export, no toolkit
     code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics")
-    assert code == 1 and err.startswith("asc-aprof: error: no CANN toolkit found")
-    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--reader", "raw")
-    assert code == 1 and out == "" and err.count("\n") == 1
-    assert "the raw reader declined it" in err and "PMU counters" in err
-    assert not find_summary_csvs(result_dir / run_id)
-    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--simulate")
     assert code == 0, err
-    assert find_summary_csvs(result_dir / run_id) and "matmul" in out
+    assert "matmul" in out and not find_summary_csvs(result_dir / run_id)
+    code, raw, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--reader", "raw")
+    assert code == 0 and raw == out, err
+    # the (simulated) export's CSVs give the same table
+    code, exported, err = run_cli(
+        capsys, "summary", str(result_dir), "--metrics", "--reader", "msprof", "--simulate"
+    )
+    assert code == 0, err
+    assert find_summary_csvs(result_dir / run_id) and exported == out
 
 
 def test_trace_without_counters_reads_natively_and_matches_the_export(
@@ -179,7 +183,8 @@ def test_trace_without_counters_reads_natively_and_matches_the_export(
     run = result_dir / run_id
     _no_cann(result_dir, monkeypatch)
     code, _, err = run_cli(capsys, "trace", str(result_dir), "-o", str(tmp_path / "t.json"))
-    assert code == 1 and "no CANN toolkit found" in err  # counters wanted: exported first
+    assert code == 0, err  # counters too are read natively (PMU records)
+    assert not find_summary_csvs(run)
     code, _, err = run_cli(capsys, "trace", str(result_dir), "--no-counters", "-o", str(tmp_path / "t.json"))
     assert code == 0, err
     assert not find_summary_csvs(run)

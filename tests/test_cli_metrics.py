@@ -25,12 +25,22 @@ def make_run(
     result_dir: Path, toolkit: Toolkit, vec: float, metric: AicoreMetrics = AicoreMetrics.PIPE_UTILIZATION
 ) -> str:
     profiler = Profiler(result_dir, toolkit=toolkit, reader="msprof")  # exported: the CLI reads CSVs
+    # the ratios are PipeUtilization's: another group's PMU record cannot carry them
+    pipe = metric is AicoreMetrics.PIPE_UTILIZATION
     with profiler.profile(cleanup=False, metrics=metric) as run:
         for i in range(20):
             sim.launch(
-                "vec_k", task_type="AI_VECTOR_CORE", duration_us=30.0 + i % 3, counters={"aiv_vec_ratio": vec}
+                "vec_k",
+                task_type="AI_VECTOR_CORE",
+                duration_us=30.0 + i % 3,
+                counters={"aiv_vec_ratio": vec} if pipe else None,
             )
-            sim.launch(LONG_NAME, task_type="AI_CORE", duration_us=12.0, counters={"aic_mac_ratio": 0.9})
+            sim.launch(
+                LONG_NAME,
+                task_type="AI_CORE",
+                duration_us=12.0,
+                counters={"aic_mac_ratio": 0.9} if pipe else None,
+            )
             sim.launch("slow_k", task_type="AI_VECTOR_CORE", duration_us=60.0)
         sim.launch("cpu_k", task_type="AI_CPU", duration_us=3.0)
     assert run.run_id is not None

@@ -60,7 +60,7 @@ from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
 from ._layout import CsvFile, find_summary_csvs, refuse_linked_folders
-from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
+from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait
 from ._raw import Reader, raw_or_fallback, read_run_async
 from ._reader import (
     DeviceSplit,
@@ -89,7 +89,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         return None
     if isinstance(step, ReadRaw):
         refuse_linked_folders(step.run_dir)  # a few lstat calls
-        return await read_run_async(step.run_dir)
+        return await read_run_async(step.run_dir, counters=step.counters)
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
@@ -352,7 +352,8 @@ class AsyncProfiler(ProfilerBase):
         """Parse run *run_id*'s CSVs into ``last_result`` (a run not exported yet: see ``reader``).
 
         :param counters: also read every task's PMU counters into the result's ``counters``
-            (the raw reader does not read them: with ``reader="auto"`` such a run is exported)
+            (of a run not exported yet, the raw reader's where it verified them; else
+            ``reader="auto"`` exports the run)
 
         Cancelled: parsing (or the raw read, or the fallback export, whose process group is
         killed) stops; ``last_result`` is unchanged.
@@ -426,10 +427,9 @@ class AsyncProfiler(ProfilerBase):
         files: list[CsvFile] = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
             refuse_linked_folders(run_dir)
-            outcome = raw_declined_for_counters() if counters else await read_run_async(run_dir)
-            raw = raw_or_fallback(self.reader, outcome, run_dir)
+            raw = raw_or_fallback(self.reader, await read_run_async(run_dir, counters=counters), run_dir)
             if raw is not None:
-                yield TaskBatch(raw.profiling_tasks(), None)
+                yield TaskBatch(raw.profiling_tasks(), raw.counters)
                 return
             async with exporting_async(run_dir):
                 await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)

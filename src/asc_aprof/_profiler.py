@@ -36,7 +36,7 @@ from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
 from ._layout import find_summary_csvs, refuse_linked_folders
-from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait, raw_declined_for_counters
+from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait
 from ._raw import Reader, raw_or_fallback, read_run
 from ._reader import RunTasks, gather, iter_file_batches, summary_csvs_or_error
 from ._records import ProfilingResult, make_result
@@ -57,7 +57,7 @@ def perform(step: Step) -> Any:
         return None
     if isinstance(step, ReadRaw):
         refuse_linked_folders(step.run_dir)
-        return read_run(step.run_dir)
+        return read_run(step.run_dir, counters=step.counters)
     if isinstance(step, Export):
         with exporting(step.run_dir):
             return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
@@ -148,8 +148,8 @@ class Profiler(ProfilerBase):
         """Parse the exported CSVs of run *run_id* (every device) into ``last_result``.
 
         A run not exported yet is read per ``reader``: natively from its raw data, else (``auto``)
-        exported with ``msprof.py`` first. The raw reader does not read PMU counters, so with
-        *counters* a run not exported yet is exported first (``auto``).
+        exported with ``msprof.py`` first. With *counters* the raw reader reads the PMU counters
+        too, where it verified them (else ``auto`` exports the run).
 
         :param counters: also read every task's PMU counters into the result's ``counters``
             (:class:`~asc_aprof.TaskCounters`); off by default, which keeps parsing fastest
@@ -173,10 +173,9 @@ class Profiler(ProfilerBase):
         files = find_summary_csvs(run_dir)
         if not files and self.reader is not Reader.MSPROF:
             refuse_linked_folders(run_dir)
-            outcome = raw_declined_for_counters() if counters else read_run(run_dir)
-            raw = raw_or_fallback(self.reader, outcome, run_dir)
+            raw = raw_or_fallback(self.reader, read_run(run_dir, counters=counters), run_dir)
             if raw is not None:
-                self.last_result = make_result(raw.profiling_tasks(), run_dir.name)
+                self.last_result = make_result(raw.profiling_tasks(), run_dir.name, raw.counters)
                 return self.last_result
             with exporting(run_dir):
                 run_export(self.toolkit, run_dir, timeout=self.export_timeout)

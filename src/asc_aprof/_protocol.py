@@ -24,9 +24,8 @@ sweep runs the async driver. The rules:
 * a body that ended normally leaves *as a consumer* (it will take a share of the result);
 * the stop is awaited shielded; Ctrl+C during it waits for the stop before propagating;
 * a body that ended normally and wants the PMU counters says so as it leaves (before the stop),
-  so whoever produces the result parses them for everyone; callers that did not ask get none.
-  Counters come from ``msprof.py``'s CSVs: with ``reader='auto'`` a window whose result needs
-  them is exported, not read raw;
+  so whoever produces the result reads them for everyone; callers that did not ask get none.
+  The raw reader reads them too (where it declines, ``reader='auto'`` exports the run);
 * the first consumer to claim the result produces it; an :class:`~asc_aprof.AprofError` while
   producing is published to every consumer; anything else (cancellation) abandons it, and the
   next consumer produces it instead, so one caller's cancellation never disturbs the others;
@@ -56,7 +55,7 @@ from ._counters import TaskCounters
 from ._errors import AprofError
 from ._latch import Latch
 from ._layout import CsvFile
-from ._raw import Declined, DeclineReason, RawResult, Reader, raw_or_fallback
+from ._raw import Declined, RawResult, Reader, raw_or_fallback
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
 from ._toolkit import Toolkit
 
@@ -97,9 +96,11 @@ class Parse:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReadRaw:
-    """Read *run_dir*'s raw ``PROF_*`` data natively; the outcome is a RawResult or a Declined."""
+    """Read *run_dir*'s raw ``PROF_*`` data natively (with the PMU *counters*); the outcome is a
+    RawResult or a Declined."""
 
     run_dir: Path
+    counters: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,13 +123,6 @@ logger = logging.getLogger("asc_aprof")
 
 START = "aclprofInit/aclprofStart"
 STOP = "aclprofStop/aclprofFinalize"
-
-
-def raw_declined_for_counters() -> Declined:
-    """The raw reader's answer when PMU counters are wanted: it does not read them."""
-    return Declined(
-        DeclineReason.UNSUPPORTED, "the raw reader does not read PMU counters; use reader='auto' or 'msprof'"
-    )
 
 
 class Call:
@@ -244,16 +238,12 @@ class Call:
             try:
                 tasks: dict[int | None, DeviceTasks] | None = None
                 counters = shared.counters_wanted
-                if profiler.reader is Reader.RAW or (profiler.reader is Reader.AUTO and not counters):
+                if profiler.reader is not Reader.MSPROF:
                     began = time.monotonic()
-                    outcome: RawResult | Declined
-                    if counters:  # reader is RAW: it cannot give them, so it declines
-                        outcome = raw_declined_for_counters()
-                    else:
-                        outcome = yield ReadRaw(run_dir)
+                    outcome: RawResult | Declined = yield ReadRaw(run_dir, counters)
                     raw = raw_or_fallback(profiler.reader, outcome, run_dir)
                     if raw is not None:
-                        tasks = {d: (t, None) for d, t in raw.by_device().items()}
+                        tasks = raw.device_tasks()
                         rows = len(raw.tasks)
                         profiler._emit("parse_finished", window, time.monotonic() - began, rows)
                 if tasks is None:

@@ -524,22 +524,22 @@ async def aread_file_columns(
 
 
 def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
-    """The columns of a run the raw reader read: what its exported CSVs give (no counters)."""
-    builder = ColumnBuilder()
-    builder.add_tasks(raw.profiling_tasks())
+    """The columns of a run the raw reader read: what its exported CSVs give (with the counters
+    when the raw reader read them)."""
+    builder = ColumnBuilder(counters=raw.counters is not None)
+    builder.add_tasks(raw.profiling_tasks(), raw.counters)
     return builder.build(run_id, _now())
 
 
 def _files_or_raw(path: Path, counters: bool) -> list[CsvFile] | RawResult:
-    """The run's CSVs; without them (and *counters*, which the raw reader does not read) what the
-    raw reader reads.
+    """The run's CSVs; without them what the raw reader reads (with the PMU *counters*).
 
     :raises UsageError: neither (the raw reader's reason is named)
     """
     files = find_summary_csvs(path)
-    if files or counters:
-        return files or summary_csvs_or_error(path)
-    outcome = read_run(path)
+    if files:
+        return files
+    outcome = read_run(path, counters=counters)
     if isinstance(outcome, RawResult):
         return outcome
     raise UsageError(
@@ -556,10 +556,10 @@ def read_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> 
     extension is built, and gives the same statistics. A run not exported yet is read by the
     raw reader when it accepts the run (the same columns its CSVs would give).
 
-    :param counters: also read the PMU counters (``TaskCounters``; they come from exported CSVs
-        only, so a run not exported yet is refused)
-    :raises UsageError: when the run has no exported CSV and the raw reader declined it (or
-        *counters* were asked for): ``export()`` it first
+    :param counters: also read the PMU counters (``TaskCounters``; of a run not exported yet, the
+        raw reader's, where it reads them)
+    :raises UsageError: when the run has no exported CSV and the raw reader declined it:
+        ``export()`` it first
     :raises ParseError: for a malformed CSV (file and line)
     """
     path = Path(run_dir)

@@ -54,7 +54,6 @@ from ._counters import TaskCounters
 from ._errors import UsageError
 from ._export import run_export
 from ._layout import RUN_PATTERN, CsvFile, find_summary_csvs, list_runs
-from ._protocol import raw_declined_for_counters
 from ._raw import RawResult, Reader, raw_or_fallback, read_run
 from ._reader import RunTasks, iter_file_batches, raw_columns, read_file_columns
 from ._records import ProfilingResult, make_result
@@ -264,14 +263,13 @@ def load_json(path: Path) -> list[ProfilingResult]:
 def raw_read(run: Path, reader: Reader, *, counters: bool = False) -> RawResult | None:
     """*run* (not exported) read by the raw reader, or None where ``msprof.py`` has to export it.
 
-    The raw reader does not read PMU counters: with *counters* it declines (``auto`` exports).
+    *counters*: with the PMU counters (where the raw reader declines them, ``auto`` exports).
 
     :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined the run
     """
     if reader is Reader.MSPROF:
         return None
-    outcome = raw_declined_for_counters() if counters else read_run(run)
-    return raw_or_fallback(reader, outcome, run)
+    return raw_or_fallback(reader, read_run(run, counters=counters), run)
 
 
 def export_run(run: Path, toolkit: Callable[[], Toolkit] | None, timeout: float | None) -> list[CsvFile]:
@@ -296,8 +294,8 @@ def load_results(
     """Results from a JSON report or result file, a result directory or a ``PROF_*`` run.
 
     A run not exported yet is read by the raw reader when it accepts the run (no toolkit
-    needed); else (or with ``reader="msprof"``, or *counters*, which the raw reader does not
-    read) it is exported with *toolkit*, called only then (none given: refused, saying how to).
+    needed, with its PMU counters for *counters*); else (or with ``reader="msprof"``) it is
+    exported with *toolkit*, called only then (none given: refused, saying how to).
     *reader*: as ``Profiler(reader=...)``. *counters*: read the runs' PMU counters too (a JSON
     file has them when it was written with them).
     """
@@ -310,7 +308,7 @@ def load_results(
         if not files:
             raw = raw_read(run, mode, counters=counters)
             if raw is not None:
-                results.append(make_result(raw.profiling_tasks(), run.name))
+                results.append(make_result(raw.profiling_tasks(), run.name, raw.counters))
                 continue
             files = export_run(run, toolkit, export_timeout)
         gathered = RunTasks(counters)

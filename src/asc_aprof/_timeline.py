@@ -183,8 +183,7 @@ def raw_timeline(
     run: str | os.PathLike[str], raw: RawResult, *, case: str | Mapping[int | None, object] | None = None
 ) -> Timeline:
     """The timeline of a run the raw reader read (*raw*): what :func:`read_timeline` reads from
-    its CSVs once exported (the same tasks, starts and streams), without counters, which the raw
-    reader does not read."""
+    its CSVs once exported (the same tasks, starts and streams), without counters."""
     timed = tuple(_new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, None)) for t in raw.tasks)
     run_id = Path(run).resolve().name
     return Timeline(run_id, timed, _cases_of(case, dict.fromkeys(t.task.device for t in timed)))

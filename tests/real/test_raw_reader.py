@@ -332,7 +332,7 @@ def test_msprof_reader_never_reads_raw_in_profile(
 
     calls: list[Path] = []
 
-    def spy(run_dir: Path) -> Declined:
+    def spy(run_dir: Path, *, counters: bool = False) -> Declined:
         calls.append(run_dir)
         return Declined(DeclineReason.NOT_A_RUN, "spy")
 

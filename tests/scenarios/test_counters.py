@@ -158,7 +158,14 @@ async def test_sweep_with_counters(toolkit: Toolkit) -> None:
     profiler = AsyncProfiler(toolkit=toolkit)
 
     def run_case(case: float, device: int) -> None:
-        sim.launch("k", device=device, duration_us=10.0, count=2, counters={"aiv_vec_ratio": case})
+        sim.launch(
+            "k",
+            device=device,
+            task_type="AI_VECTOR_CORE",
+            duration_us=10.0,
+            count=2,
+            counters={"aiv_vec_ratio": case},
+        )
 
     seen = {}
     async with profiler.sweep([0.25, 0.5, 0.75], run_case, devices=[0, 1], counters=True) as items:

@@ -10,18 +10,21 @@ runs, and produces the tasks the CSV path would give, exactly: the same ids, nam
 task time level 0 joined from task_time as :mod:`asc_aprof._reader` does), devices, and
 durations rounded as the exporter rounds them (``round(ns / 1000, 3)`` of its own float
 arithmetic). It also keeps what the CSV loses: start times as integer ns, raw counters and
-block dims (:class:`RawTask`).
+block dims (:class:`RawTask`). Asked for (``counters=True``), it computes op_summary's PMU
+counters from ``ffts_profile`` too, as the exporter computes and rounds them (:mod:`._pmu`).
 
 It accepts only what it knows: chip and driver versions, record types, API levels and files that
 were verified. Anything else makes it *decline* with a :class:`DeclineReason` and a message
 (:class:`Declined`), and the library falls back to ``msprof.py``. It never guesses.
 
 Layers: :mod:`._decode` (record layouts, bytes in, records out), :mod:`._host` (host call tree:
-which kernel a runtime task belongs to), :mod:`._run` (files to read, device tasks, the joins,
-the CSV order), all sans-IO; :mod:`._driver` lists and reads the files.
+which kernel a runtime task belongs to), :mod:`._pmu` (``ffts_profile`` PMU records to
+op_summary's counter cells), :mod:`._run` (files to read, device tasks, the joins, the CSV
+order), all sans-IO; :mod:`._driver` lists and reads the files.
 """
 
 from ._driver import raw_or_fallback, read_export_rows, read_run, read_run_async
+from ._pmu import PmuLayout, PmuRecord, pmu_cells, pmu_records
 from ._run import DeviceRows, ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, RawTask, Reader
 
@@ -31,6 +34,8 @@ __all__ = [
     "DeclinedError",
     "DeviceRows",
     "ExportRows",
+    "PmuLayout",
+    "PmuRecord",
     "RawReadDeclined",
     "RawResult",
     "RawTask",
@@ -39,6 +44,8 @@ __all__ = [
     "decode_run",
     "dirs_to_list",
     "export_rows",
+    "pmu_cells",
+    "pmu_records",
     "raw_or_fallback",
     "read_export_rows",
     "read_run",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -82,15 +83,18 @@ def _files(path: Path) -> tuple[RunPlan, dict[str, bytes]]:
     return plan, files
 
 
-def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -> RawResult | Declined:
+def read_run(
+    run_dir: str | os.PathLike[str], *, with_task_time: bool = False, counters: bool = False
+) -> RawResult | Declined:
     """Read run *run_dir* natively, or say why not (blocking; milliseconds for thousands of tasks).
 
-    *with_task_time*: also give every row of the task_time CSV (``RawResult.task_time``).
+    *with_task_time*: also give every row of the task_time CSV (``RawResult.task_time``);
+    *counters*: also the PMU counters (``RawResult.counters``; declined where not verified).
     """
     path = Path(run_dir)
     try:
         with _gc_paused():
-            return decode_run(*_files(path), with_task_time=with_task_time)
+            return decode_run(*_files(path), with_task_time=with_task_time, with_counters=counters)
     except DeclinedError as exc:
         return exc.declined
     except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
@@ -98,22 +102,27 @@ def read_run(run_dir: str | os.PathLike[str], *, with_task_time: bool = False) -
         return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
-def read_export_rows(run_dir: str | os.PathLike[str]) -> ExportRows | Declined:
+def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> ExportRows | Declined:
     """The rows ``msprof.py export summary`` would write for run *run_dir* (for a CSV writer), or
-    why not. Unlike :func:`read_run`, a bug raises: the caller has no other way to read the run."""
+    why not. Unlike :func:`read_run`, a bug raises: the caller has no other way to read the run.
+
+    *pmu*: also op_summary's PMU cells as printed (``DeviceRows.pmu_header`` / ``pmu_cells``).
+    """
     try:
         with _gc_paused():
-            return export_rows(*_files(Path(run_dir)))
+            return export_rows(*_files(Path(run_dir)), pmu=pmu)
     except DeclinedError as exc:
         return exc.declined
 
 
-async def read_run_async(run_dir: str | os.PathLike[str]) -> RawResult | Declined:
+async def read_run_async(run_dir: str | os.PathLike[str], *, counters: bool = False) -> RawResult | Declined:
     """:func:`read_run` in a worker thread, so the event loop never waits on it.
 
     Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
     """
-    return await anyio.to_thread.run_sync(read_run, run_dir, abandon_on_cancel=True)
+    return await anyio.to_thread.run_sync(
+        functools.partial(read_run, run_dir, counters=counters), abandon_on_cancel=True
+    )
 
 
 def raw_or_fallback(reader: Reader, outcome: RawResult | Declined, run_dir: object) -> RawResult | None:

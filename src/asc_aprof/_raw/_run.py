@@ -22,14 +22,16 @@ import dataclasses
 import decimal
 import operator
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple
 
+from .._counters import TaskCounters
 from .._parser import CONTROL_TYPES
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
     SQE_TYPES,
+    FlipRecord,
     StarsColumns,
     SubtaskRecord,
     api_records,
@@ -48,6 +50,7 @@ from ._decode import (
     type_info_dic,
 )
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
+from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
@@ -155,8 +158,8 @@ class RunPlan:
         paths += [p for ps in self.host_data.values() for p in ps]
         for dev in self.devices:
             paths += [dev.info, dev.sample, dev.start_info, dev.dev_start, dev.host_start]
-            # ffts_profile (PMU counters) is known but not read: no task field comes from it.
-            paths += [*dev.stars, *dev.ts_track]
+            # ffts_profile holds the PMU counters (read by ._pmu only when they are asked for).
+            paths += [*dev.stars, *dev.ts_track, *dev.ffts]
         return paths
 
     @classmethod
@@ -750,7 +753,9 @@ class _Device:
         self.ascend = ascend
         self.host = host
         self.ge = ge
+        self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
         self.op_rows = self._op_summary(hashes, level0)
+        self.pmu: _PmuSource | None = None
         self._types: dict[int, tuple[str, str]] | None = None
         self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
 
@@ -769,6 +774,7 @@ class _Device:
         _check_ties([a.start for a, _ in joined], self.dev.folder, "op_summary")
         # The exporter sorts these rows by start; self.ascend is in start order already (a
         # stable sort), so joined is too, and sorting it again would keep every row in place.
+        self.joined = joined
         rows: list[_Row] = []
         append = rows.append
         clock = self.clock
@@ -924,6 +930,61 @@ class _Device:
         return rows
 
 
+class _PmuSource(NamedTuple):
+    """What a device's PMU cells need besides its rows."""
+
+    info: Mapping[str, object]
+    expanded: bool
+    all_export: bool
+    flips: list[FlipRecord]
+
+
+def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool) -> PmuTable:
+    """*out*'s PMU cells (see :func:`._pmu.device_cells`)."""
+    dev, source = out.dev, out.pmu
+    assert source is not None
+    expanded = source.expanded
+
+    def unpack(stream: int, task: int) -> tuple[int, int]:
+        return stream_task_ids(stream, task, 0, expanded) if stream >= 2048 else (stream, task)
+
+    def joined_rows() -> list[JoinedRow]:
+        # The join before the start filter; the kept rows are a subsequence of it.
+        rows, position, found = out.op_rows, 0, []
+        for a, g in out.joined:
+            kept = position < len(rows) and rows[position].ascend is a
+            position += kept
+            found.append(
+                JoinedRow(a.stream_id, a.task_id, a.batch_id, a.context_id, g.task_type, a.duration, kept)
+            )
+        assert position == len(rows)
+        return found
+
+    def ge() -> Iterator[tuple[int, int, int, str, int, int]]:
+        for group in out.ge.values():
+            for g in group:
+                yield g.stream_id, g.task_id, g.context_id, g.task_type, g.block_num, g.mix_block_num
+
+    return device_cells(
+        dev.folder,
+        joined(files[p] for p in dev.ffts) if dev.ffts else None,
+        lambda: json_object(files[dev.sample], f"{dev.folder}/sample.json"),
+        source.info,
+        unpack,
+        rows=len(out.op_rows),
+        joined=joined_rows,
+        ge=ge,
+        flips=((f.stream_id, f.counter) for f in source.flips),
+        all_export=source.all_export,
+        verified_only=verified_only,
+    )
+
+
+def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCounters:
+    """The op_summary rows' PMU counters as the CSV path reads them (``N/A``: None)."""
+    return run_counters([_device_pmu(out, files, verified_only=True) for out in outputs])
+
+
 def _device(
     dev: DevicePlan,
     files: Mapping[str, bytes],
@@ -956,6 +1017,7 @@ def _device(
                 DeclineReason.UNSUPPORTED, f"{folder}: FFTS+ subtasks (MIX kernels) at task time level 1"
             )
         device_tasks += _subtask_tasks(subtasks, clock, folder, expanded)
+    flips: list[FlipRecord] = []
     if dev.ts_track:
         flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
         if all_export:
@@ -983,7 +1045,9 @@ def _device(
                 ge[key] = [g]
             else:
                 found.append(g)
-    return _Device(dev, clock, ascend, host, ge, hashes, level0)
+    out = _Device(dev, clock, ascend, host, ge, hashes, level0)
+    out.pmu = _PmuSource(info, expanded, all_export, flips)
+    return out
 
 
 def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], bool]:
@@ -1076,10 +1140,13 @@ def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
         raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows")
 
 
-def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False) -> RawResult:
+def decode_run(
+    plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False, with_counters: bool = False
+) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
 
-    *with_task_time*: also give every task_time row (``RawResult.task_time``).
+    *with_task_time*: also give every task_time row (``RawResult.task_time``); *with_counters*:
+    the PMU counters op_summary would print (``RawResult.counters``, aligned with the tasks).
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
@@ -1094,14 +1161,28 @@ def decode_run(plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: boo
             _check_limit(rows, out.dev.folder, "task_time")
         task_time = tuple(t for rows in per_device for t in rows)
     if op_rows:
-        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time)
+        counters = _counters(outputs, files) if with_counters else None
+        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters)
     assert task_time is not None
     # A run in which no kernel ran: the reference exporter writes task_time only (its control
     # rows); older exports (a 2024 310B CSV) listed them as op_summary PLACE_HOLDER_SQE rows.
+    if with_counters and any(out.dev.ffts for out in outputs):
+        # op_summary without GE rows (placeholders) or none: its PMU columns were not modelled.
+        for out in outputs:
+            if (
+                out.dev.ffts
+                and pmu_records(joined(files[p] for p in out.dev.ffts), lambda s, t: (s, t)).context
+            ):
+                raise DeclinedError(
+                    DeclineReason.UNSUPPORTED,
+                    f"{out.dev.folder}: PMU records in a run without op_summary kernels",
+                )
     tasks = tuple(t for t in task_time if t.type not in CONTROL_TYPES)
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
-    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None)
+    # The task_time CSV has no PMU column.
+    empty = TaskCounters(length=len(tasks)) if with_counters else None
+    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None, empty)
 
 
 class DeviceRows(NamedTuple):
@@ -1114,6 +1195,10 @@ class DeviceRows(NamedTuple):
     device: int
     op_summary: tuple[RawTask, ...]
     task_time: tuple[RawTask, ...]
+    #: the PMU headers op_summary prints after ``Context ID`` (with *pmu*; else empty)
+    pmu_header: tuple[str, ...] = ()
+    #: each op_summary row's PMU cells, as the exporter prints them (``N/A``, ``0.423``, ``12463669``)
+    pmu_cells: tuple[tuple[str, ...], ...] = ()
 
 
 class ExportRows(NamedTuple):
@@ -1123,19 +1208,26 @@ class ExportRows(NamedTuple):
     devices: tuple[DeviceRows, ...]
 
 
-def export_rows(plan: RunPlan, files: Mapping[str, bytes]) -> ExportRows:
+def export_rows(plan: RunPlan, files: Mapping[str, bytes], *, pmu: bool = False) -> ExportRows:
     """The rows of the exporter's op_summary and task_time CSVs, for a CSV writer (the simulated
     ``msprof.py``): like :func:`decode_run`, but every row, any number of them, and no decline for
     a run without tasks (its CSVs have control tasks only).
 
+    *pmu*: also the PMU cells of op_summary (``DeviceRows.pmu_header`` / ``pmu_cells``), for every
+    metric group the exporter maps, verified on real runs or not (see ``_pmu.VERIFIED_GROUPS``).
+
     :raises DeclinedError: for anything not verified against the real exporter
     """
     outputs, level0 = _outputs(plan, files)
-    devices = tuple(
-        DeviceRows(out.dev.device, tuple(row.raw for row in out.op_rows), tuple(out.task_time_rows()))
-        for out in outputs
-    )
-    return ExportRows(level0, devices)
+    devices: list[DeviceRows] = []
+    for out in outputs:
+        rows = DeviceRows(out.dev.device, tuple(row.raw for row in out.op_rows), tuple(out.task_time_rows()))
+        if pmu and out.op_rows:
+            header, cells = _device_pmu(out, files, verified_only=False)
+            printed = tuple(tuple(str(value) for value in row) for row in cells) if header else ()
+            rows = rows._replace(pmu_header=header, pmu_cells=printed)
+        devices.append(rows)
+    return ExportRows(level0, tuple(devices))
 
 
 def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:

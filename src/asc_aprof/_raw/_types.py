@@ -8,6 +8,7 @@ import operator
 from itertools import repeat
 from typing import Final, NamedTuple
 
+from .._counters import TaskCounters
 from .._errors import AprofError, InvalidArgumentError
 from .._records import ProfilingTask
 
@@ -150,16 +151,34 @@ class RawResult:
     :ivar level0: the run used task time level 0 (types joined from task_time)
     :ivar task_time: when asked for (``with_task_time``), every row of the exporter's task_time
         CSV, control rows included, in its order; else None
+    :ivar counters: when asked for (``counters``), the PMU counters the CSV path reads from
+        op_summary, aligned with :attr:`tasks` (no column where op_summary has none: task_time
+        as the source, or a run without PMU records); else None
     """
 
     tasks: tuple[RawTask, ...]
     source: str
     level0: bool
     task_time: tuple[RawTask, ...] | None = None
+    counters: TaskCounters | None = None
 
     def profiling_tasks(self) -> list[ProfilingTask]:
         # RawTask.task() of each, built in C: (task_id, name, type, duration, device)
         return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, self.tasks)))
+
+    def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
+        """Per device (in order of appearance): its tasks and, when read, their counters."""
+        indexes: dict[int | None, list[int]] = {}
+        for index, raw in enumerate(self.tasks):
+            indexes.setdefault(raw.device, []).append(index)
+        counters = self.counters
+        return {
+            device: (
+                tuple(self.tasks[i].task() for i in picked),
+                counters.select(picked) if counters is not None else None,
+            )
+            for device, picked in indexes.items()
+        }
 
     def by_device(self) -> dict[int | None, tuple[ProfilingTask, ...]]:
         out: dict[int | None, list[ProfilingTask]] = {}

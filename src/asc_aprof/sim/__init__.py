@@ -31,7 +31,8 @@ version and chip would. What the library models (see ``libmsprofiler_sim.c``):
   (op_summary ``N/A``). **9.x**: a second start returns 0 and does nothing (100010 if its data
   types differ), and any stop stops every running device;
 - kernels launched with :func:`launch` (recorded only on profiled devices; the PMU counters a
-  launch sets, for ``msprof.py`` to write into the chip's real columns, :data:`COUNTER_COLUMNS`),
+  launch sets, encoded into the raw context PMU records CANN's exporter reads,
+  :data:`COUNTER_COLUMNS`),
   with run-to-run noise of known spread (:meth:`SimControl.set_jitter`, seeded; off by default),
   modelled call latencies, simulated device time (:meth:`SimControl.set_device_time`: off by
   default), injected failures (:meth:`SimControl.inject`), a wall-clock offset
@@ -62,8 +63,8 @@ from pathlib import Path
 from typing import Final
 
 from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
+from . import _pmu
 from ._build import SimulatorBuildError, ensure_built
-from .msprof_sim import ALL_PMU_COLUMNS, OLD_PMU_COLUMNS, PMU_COLUMNS
 
 __all__ = [
     "CANN_VERSIONS",
@@ -99,13 +100,14 @@ FUNCTIONS: Final = (
     "aclprofSetConfig",
 )
 MAX_DEVICES: Final = 64
-#: The PMU columns each chip's op_summary has for each ``AicoreMetrics`` group (real CANN names;
-#: a group missing from a chip writes none).
-COUNTER_COLUMNS: Final = {
-    chip: {metric: tuple(text.split(",")) for metric, text in table.items()}
-    for chip, table in PMU_COLUMNS.items()
-}
-_COUNTER_NAMES: Final = ALL_PMU_COLUMNS | frozenset(OLD_PMU_COLUMNS.split(","))
+#: The PMU columns each chip's op_summary has for each ``AicoreMetrics`` group the simulator
+#: collects, as the real exporter prints them for the simulated raw records (and the simulated
+#: ``msprof.py``, which prints the raw reader's cells, with it); a group missing from a chip
+#: writes none.
+COUNTER_COLUMNS: Final = _pmu.REAL_COLUMNS
+_COUNTER_NAMES: Final = frozenset(
+    c for table in COUNTER_COLUMNS.values() for columns in table.values() for c in columns
+)
 
 #: Says (once per process, at WARNING) when a launch went to a device other than the profiled ones.
 logger = logging.getLogger("asc_aprof.sim")
@@ -208,6 +210,7 @@ class SimControl:
             "aprofsim_set_cmd_mode": ([c_int], None),
             "aprofsim_running_device_count": ([], c_int),
             "aprofsim_is_running": ([c_int], c_int),
+            "aprofsim_device_pmu": ([c_int], c_int),
             "aprofsim_live_config_count": ([], c_int),
             "aprofsim_is_initialized": ([], c_int),
             "aprofsim_reset": ([], None),
@@ -498,7 +501,13 @@ class SimControl:
             raise ValueError(f"task_type must be one of {TASK_TYPES}, not {task_type!r}")
         if jitter is not None and not 0 <= jitter < 10:
             raise ValueError(f"jitter must be None or in [0, 10), not {jitter!r}")
-        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, _counter_text(counters))
+        _check_counters(counters)
+        pmu = self._lib.aprofsim_device_pmu(device)
+        record = None
+        if pmu >= 0:  # the device records PMU data: encode the counters into its events
+            kernel = _pmu.Kernel(self.chip, pmu & 0xFF, bool(pmu & 0x100), task_type, block_dim)
+            record = _pmu.encode(kernel, name, counters)
+        tensors = _tensor_info(input_shapes, output_shapes, dtype, data_format, record)
         recorded = int(
             self._lib.aprofsim_launch_noisy(
                 device,
@@ -542,12 +551,9 @@ def _log_unprofiled(message: str) -> None:
         logger.debug("%s", message)
 
 
-def _counter_text(counters: Mapping[str, float | None] | None) -> str | None:
-    """``column=value;...`` for the host record (None: no counters set)."""
-    if not counters:
-        return None
-    items = []
-    for name, value in counters.items():
+def _check_counters(counters: Mapping[str, float | None] | None) -> None:
+    """*counters* name PMU columns some chip prints and hold finite numbers (or None)."""
+    for name, value in (counters or {}).items():
         if name not in _COUNTER_NAMES:
             raise ValueError(
                 f"counters: {name!r} is not a PMU column of any AicoreMetrics group (see "
@@ -555,8 +561,6 @@ def _counter_text(counters: Mapping[str, float | None] | None) -> str | None:
             )
         if value is not None and not (isinstance(value, int | float) and math.isfinite(value)):
             raise ValueError(f"counters: {name!r} must be a finite number or None, not {value!r}")
-        items.append(f"{name}={'N/A' if value is None else repr(float(value))}")
-    return ";".join(items)
 
 
 def _tensor_info(
@@ -564,12 +568,16 @@ def _tensor_info(
     output_shapes: Sequence[Sequence[int]] | None,
     dtype: str,
     data_format: str,
-    counters: str | None = None,
+    record: str | None = None,
 ) -> str | None:
-    """The six TAB-separated tensor fields the host record carries (op_summary shape columns),
-    then the counters a test set, when it set any."""
+    """The TAB-separated fields the host record carries: six tensor fields (op_summary shape
+    columns), an empty one, then the PMU record the counters encode into (when PMU data is
+    collected)."""
+    if record is not None:
+        head = _tensor_info(input_shapes, output_shapes, dtype, data_format) or "\t" * 5
+        return f"{head}\t\t{record}"
     if input_shapes is None and output_shapes is None:
-        return None if counters is None else "\t" * 6 + counters
+        return None
     fields: list[str] = []
     for shapes in (input_shapes, output_shapes):
         if not shapes:
@@ -578,8 +586,6 @@ def _tensor_info(
         fields.append(";".join(",".join(str(dim) for dim in shape) for shape in shapes))
         fields.append(";".join([dtype] * len(shapes)))
         fields.append(";".join([data_format] * len(shapes)))
-    if counters is not None:
-        fields.append(counters)
     return "\t".join(fields)
 
 
@@ -627,17 +633,26 @@ def launch(
     synchronous launch on an NPU would; off (the default), at once. It waits in ``time.sleep``:
     from a coroutine, run it in a worker thread (``anyio.to_thread.run_sync``).
 
-    *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names,
-    :data:`COUNTER_COLUMNS`; None writes ``N/A``), e.g. ``{"aiv_vec_ratio": 0.82}``; a column
-    the collection's metric group does not write is ignored. Cells it does not set get plausible
-    values consistent with the duration and with the cells set: ratios in [0, 1], a pipe's
-    ``*_time(us)`` its ratio times the core's busy time (``aicore_time(us)`` / ``aiv_time(us)``,
-    a share of the duration), ``memory_bound`` and ``cube_utilization(%)`` from the ratios.
-    Values are written as msprof writes them (3 decimals). They travel with the kernels' host
-    record, so a run without host data for them (overlapping collections before 9.0) gets
-    plausible values instead.
+    *counters* sets PMU cells of these kernels' op_summary rows by column name (real CANN names),
+    e.g. ``{"aiv_vec_ratio": 0.82}``. When the device collects PMU data, they are encoded into
+    the kernels' raw context PMU records (``ffts_profile``: a ratio becomes
+    ``round(ratio * total_cycles)`` events, the cycles coming from the duration, block dim and the
+    core clock the exporter uses), which CANN's real ``msprof.py`` turns back into the cells
+    (:data:`COUNTER_COLUMNS`; a bandwidth to the step one event count makes). Only what the
+    kernel's main core records can be set: its ratios, bandwidths, L2 cache counts,
+    ``icache_miss_rate``, and its total cycles or (at task time level 1) the core time they give.
+    Cells it does not set get plausible values consistent with the duration (the core busy for
+    60-95 % of it, ratios below 0.4). The simulated ``msprof.py`` prints the cells the raw reader
+    computes from the same records, so both exporters print the same cells. Without PMU
+    collection the counters are ignored (op_summary has no PMU column). They travel with the
+    kernels' host record, so a kernel without host data (overlapping collections before 9.0)
+    gets the default record instead (its core busy 80 % of the duration, no events).
 
-    :raises ValueError: bad name, task type, duration, device or counters
+    :raises ValueError: bad name, task type, duration, device or counters (a name no chip prints)
+    :raises UsageError: a counter the kernel's PMU record cannot carry while the device collects
+        PMU data (a derived cell, another core's or another group's column, a cell the exporter
+        prints ``N/A``, a time at task time level 0, ``None``, or both the cycles and the time);
+        the message names the settable columns
     """
     return control().launch(
         name,

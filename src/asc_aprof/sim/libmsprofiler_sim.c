@@ -41,11 +41,13 @@
  *       runtime task type, kernel name hash);
  *   host/data/unaging.additional.hash_dic.slice_k  "hash:name" lines; type_info_dic.slice_0
  *       the type names; plus info.json, sample.json, start_info, host_start.log, end_info;
- *   host/aprofsim_counters.txt  simulator-only (no CANN file): the PMU counters launches set,
- *       for the simulated msprof.py's PMU columns (outside host/data: both exporters ignore it).
+ *   device_N/data/ffts_profile.data.N.slice_0     128-byte context PMU records (function 40) of
+ *       every AI Core, AI Vector and MIX kernel when PMU data is collected: its main core's total
+ *       cycles and the 8 event counts sim.launch encoded (sample.json names the group's events);
  * Slice k of the host files holds the k-th stopped device's tasks. Not written (no verified
- * model yet): PMU records (ffts_profile), tensor_info (shapes), FFTS+ subtask and context_id_info
- * records (MIX kernels are written like other kernels), ACL API records.
+ * model yet): block PMU records (function 41: a MIX kernel's slave core), tensor_info (shapes),
+ * FFTS+ subtask and context_id_info records (MIX kernels are written like other kernels), ACL
+ * API records.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -470,10 +472,42 @@ static int metric_supported(int metric, enum chip chip) {
     return metric >= 0 && metric <= 8 && metric != CHIPS[chip].unsupported_metric;
 }
 
+/* PMU data is collected with the AICORE_METRICS bit and a metric this chip supports. */
+static int pmu_collected(uint64_t data_type, int metric) {
+    return (data_type & PROF_AICORE_METRICS) && metric != METRIC_NONE && metric_supported(metric, g_chip);
+}
+
 /* sample.json's ai_core_metrics: A2 collects PipeUtilization's cube side as "PipeUtilizationExct". */
 static const char *aic_metric_name(int metric, enum chip chip) {
     if (metric == 1 && chip == CHIP_910B) return "PipeUtilizationExct";
     return metric_name(metric);
+}
+
+/* The 8 (or fewer) PMU events CANN programs for a metric group: the collector's platform tables
+ * (every group's default list; the 310B-like chip's own MemoryUB list; on the 910B-like chip the
+ * cube side of PipeUtilization collects PipeUtilizationExct's events). sample.json names them in
+ * ai_core_profiling_events / aiv_profiling_events, and the context PMU records carry their counts
+ * in that order. */
+static const char *const METRIC_EVENTS[9] = {
+    "0x49,0x4a,0x4b,0x4c,0x4d,0x4e,0x4f",      /* ArithmeticUtilization */
+    "0x8,0xa,0x9,0xb,0xc,0xd,0x54,0x55",       /* PipeUtilization */
+    "0x15,0x16,0x31,0x32,0xf,0x10,0x12,0x13",  /* Memory */
+    "0x1b,0x1c,0x21,0x22,0x27,0x28,0x29,0x2a", /* MemoryL0 */
+    "0x64,0x65,0x66",                          /* ResourceConflictRatio */
+    "0x10,0x13,0x37,0x38,0x3d,0x3e,0x43,0x44", /* MemoryUB */
+    "0x500,0x502,0x504,0x506,0x508,0x50a",     /* L2Cache */
+    "0x12c,0x49,0x4a,0x9,0x302,0xc,0xd,0x303", /* PipelineExecuteUtilization */
+    "0x32,0x3d,0x3e,0x206,0x20c,0x50c,0x50d,0x50e", /* MemoryAccess */
+};
+#define PIPE_EXCT_EVENTS "0x416,0x417,0x9,0x302,0xc,0x303,0x54,0x55"
+#define MINI_V3_MEMORY_UB_EVENTS "0x37,0x38,0x1a5,0x1a6,0x17f,0x180,0x191"
+
+/* sample.json's event list of one core side (cube: 0, vector: 1) for a collected metric. */
+static const char *metric_events(int metric, enum chip chip, int vector) {
+    if (metric < 0 || metric > 8) return "";
+    if (metric == 1 && chip == CHIP_910B && !vector) return PIPE_EXCT_EVENTS;
+    if (metric == 5 && chip == CHIP_310B) return MINI_V3_MEMORY_UB_EVENTS;
+    return METRIC_EVENTS[metric];
 }
 
 #define TASK_TIME_L1_BITS (PROF_TASK_TIME | 0x2000ull | 0x4000ull | 0x8000ull)
@@ -706,16 +740,19 @@ static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int 
                                      chip->aic_mhz, HWTS_MHZ)
                         : NULL;
     /* Metrics are collected only with the AICORE_METRICS bit and a metric this chip supports. */
-    int collected = (data_type & PROF_AICORE_METRICS) && metric != METRIC_NONE && metric_supported(metric, g_chip);
+    int collected = pmu_collected(data_type, metric);
     int effective = collected ? metric : METRIC_NONE;
     char *sample = str_printf(
         "{\"devices\": \"%u\", \"ai_core_profiling_mode\": \"task-based\", \"ai_core_profiling\": \"%s\", "
-        "\"ai_core_metrics\": \"%s\", \"aiv_metrics\": \"%s\", \"aicoreMetrics\": %d, "
-        "\"dataTypeConfig\": %llu, \"taskTime\": \"%s\", %s, "
+        "\"ai_core_metrics\": \"%s\", \"aiv_metrics\": \"%s\", \"ai_core_profiling_events\": \"%s\", "
+        "\"aiv_profiling_mode\": \"task-based\", \"aiv_profiling\": \"%s\", \"aiv_profiling_events\": \"%s\", "
+        "\"aicoreMetrics\": %d, \"dataTypeConfig\": %llu, \"taskTime\": \"%s\", %s, "
         "\"aicore_metrics_enabled\": %s}\n",
         dev, collected ? "on" : "off", collected ? aic_metric_name(metric, g_chip) : "",
-        collected ? metric_name(metric) : "", effective, (unsigned long long)data_type,
-        task_time_level(data_type), level_text(data_type), collected ? "true" : "false");
+        collected ? metric_name(metric) : "", collected ? metric_events(metric, g_chip, 0) : "",
+        collected ? "on" : "off", collected ? metric_events(metric, g_chip, 1) : "", effective,
+        (unsigned long long)data_type, task_time_level(data_type), level_text(data_type),
+        collected ? "true" : "false");
     char *info_path = str_printf("%s/info.json.%u", path, dev);
     char *sample_path = str_printf("%s/sample.json", path);
     char *start_path = str_printf("%s/start_info.%u", path, dev);
@@ -881,32 +918,104 @@ static const name_rec *find_name(const name_rec *const *runs, size_t n, size_t *
     return NULL;
 }
 
-/* The PMU counters sim.launch(counters=...) set, "column=value;...": the 7th TAB-separated
- * field of the tensor text (NULL: none set). */
-static const char *counter_text(const name_rec *name) {
+/* Field *index* (0-based) of a launch's TAB-separated tensor text, and its length (NULL: absent
+ * or empty). Fields 0-5 are the shapes, 6 is empty, 7 the PMU record sim.launch encoded from the
+ * counters it was given (see pmu_counts). */
+static const char *tensor_field(const name_rec *name, int index, size_t *len) {
     const char *p = name->tensors;
-    for (int tabs = 0; p != NULL && tabs < 6; tabs++) {
+    for (int tabs = 0; p != NULL && tabs < index; tabs++) {
         p = strchr(p, '\t');
         if (p != NULL) p++;
     }
-    return p != NULL && *p != '\0' ? p : NULL;
+    if (p == NULL || *p == '\0' || *p == '\t') return NULL;
+    const char *end = strchr(p, '\t');
+    *len = end != NULL ? (size_t)(end - p) : strlen(p);
+    return p;
 }
 
-/* Simulator-only: the counters a launch set, one line per kernel ("device TAB stream TAB task TAB
- * counters") in host/aprofsim_counters.txt, outside host/data, where neither the real exporter
- * nor the raw reader looks; the simulated msprof.py writes them into the PMU columns. */
-static void write_counters(collection *c, uint32_t dev, const task_rec *r, const name_rec *name, FILE **out) {
-    const char *text = counter_text(name);
-    if (text == NULL) return;
-    if (*out == NULL) {
-        char *path = str_printf("%s/host/aprofsim_counters.txt", c->dir);
-        *out = path != NULL ? fopen(path, "a") : NULL;
-        free(path);
-        if (*out == NULL) return;
+#define PMU_EVENTS 8
+/* Share of a kernel's duration its core is busy when the launch encoded no PMU record (its host
+ * record never reached the run): the events then count 0. */
+#define DEFAULT_BUSY_SHARE 0.8
+
+/* One kernel's context PMU counts from the record sim.launch encoded (field 7 of its tensor
+ * text): "C;E0;...;E7", C the total cycles as "s<share>" (that share of the duration, at the
+ * core clock the exporter uses, over the blocks it divides by) or "c<cycles>", each event
+ * "r<per-cycle rate>" (rounded rate x total cycles) or "a<count>". */
+static uint64_t pmu_counts(const char *spec, size_t len, const task_rec *r, int vector, uint64_t ev[PMU_EVENTS]) {
+    const struct chip_info *chip = &CHIPS[g_chip];
+    double blocks = r->block_dim ? (double)r->block_dim : 1.0;
+    double cores = vector && g_chip == CHIP_910B ? (double)chip->aiv_num : (double)chip->ai_core_num;
+    double waves = ceil(blocks / cores);
+    double per_busy_us = (double)chip->aic_mhz * blocks / waves; /* cycles per us of total_time */
+    char buf[512];
+    if (spec == NULL || len >= sizeof buf) len = 0;
+    memcpy(buf, spec != NULL ? spec : "", len);
+    buf[len] = '\0';
+    char *save = NULL;
+    char *item = len ? strtok_r(buf, ";", &save) : NULL;
+    double cycles = DEFAULT_BUSY_SHARE * ((double)r->dur_ns / 1000.0) * per_busy_us;
+    if (item != NULL) {
+        double v = strtod(item + 1, NULL);
+        cycles = item[0] == 'c' ? v : v * ((double)r->dur_ns / 1000.0) * per_busy_us;
     }
-    uint16_t stream, task;
-    task_ids(r, &stream, &task);
-    fprintf(*out, "%u\t%u\t%u\t%s\n", dev, (unsigned)stream, (unsigned)task, text);
+    uint64_t total = cycles > 0 ? (uint64_t)llround(cycles) : 0;
+    for (int i = 0; i < PMU_EVENTS; i++) {
+        item = item != NULL ? strtok_r(NULL, ";", &save) : NULL;
+        double v = item != NULL ? strtod(item + 1, NULL) : 0.0;
+        double n = item != NULL && item[0] == 'r' ? v * (double)total : v;
+        ev[i] = n > 0 ? (uint64_t)llround(n) : 0;
+    }
+    return total;
+}
+
+/* ffts_profile context PMU record (function 40, 128 bytes): header (function, a 4-bit sequence
+ * in bits 6-9 as real files show), magic 0x6BD3, stream, task, subtask type 0, subtask id 0,
+ * ffts_type << 13 (0 AI Cube, 1 AI Vector; 5 on the 310B), total cycles, a reserved word of all
+ * ones, the 8 event counts, the start and end system counters. */
+static void pmu_record(out_buf *ob, unsigned seq, uint16_t stream, uint16_t task, int ffts_type, uint64_t total,
+                       const uint64_t ev[PMU_EVENTS], uint64_t start, uint64_t end) {
+    uint8_t rec[128] = {0};
+    le16(rec, 40u | ((seq & 0xFu) << 6));
+    le16(rec + 2, 0x6BD3);
+    le16(rec + 4, stream);
+    le16(rec + 6, task);
+    le16(rec + 20, (uint64_t)ffts_type << 13);
+    le64(rec + 32, total);
+    le64(rec + 40, UINT64_MAX);
+    for (int i = 0; i < PMU_EVENTS; i++) le64(rec + 48 + 8 * i, ev[i]);
+    le64(rec + 112, start);
+    le64(rec + 120, end);
+    ob_put(ob, (const char *)rec, sizeof rec);
+}
+
+/* device_N/data/ffts_profile.data.N.slice_0: a context PMU record per AI Core, AI Vector and MIX
+ * kernel (its main core's; the MIX slave core's block records are not written). */
+static void write_pmu(collection *c, uint32_t dev, const task_rec *recs, size_t n, const name_rec *const *runs,
+                      size_t nruns) {
+    char *path = str_printf("%s/device_%u/data/ffts_profile.data.%u.slice_0", c->dir, dev, dev);
+    out_buf *ob = NULL;
+    if (path != NULL && ob_open(&ob, path) == 0) {
+        size_t at = 0;
+        unsigned seq = 0;
+        for (size_t i = 0; i < n; i++) {
+            const task_rec *r = &recs[i];
+            if (r->kind >= KIND_AI_CPU) continue;
+            const name_rec *name = find_name(runs, nruns, &at, r);
+            size_t len = 0;
+            const char *spec = name != NULL ? tensor_field(name, 7, &len) : NULL;
+            int vector = r->kind == KIND_AI_VECTOR_CORE || r->kind == KIND_MIX_AIV;
+            uint64_t ev[PMU_EVENTS];
+            uint64_t total = pmu_counts(spec, len, r, vector, ev);
+            uint16_t stream, task;
+            task_ids(r, &stream, &task);
+            uint64_t start = counter_of(c, r->start_ns);
+            int ffts_type = g_chip == CHIP_310B ? 5 : vector;
+            pmu_record(ob, seq++, stream, task, ffts_type, total, ev, start, start + r->dur_ns);
+        }
+    }
+    ob_finish(ob, path);
+    free(path);
 }
 
 /* Everything one stopped device leaves in run *c*: device_N/data/stars_soc.data.N.slice_0 (the
@@ -914,7 +1023,7 @@ static void write_counters(collection *c, uint32_t dev, const task_rec *r, const
  * and, when the run has a host folder, this device's host records as host/data slice k: control
  * tasks' task_track records, and for every kernel whose name reached the host its launch. */
 static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, size_t n, uint64_t data_type,
-                             const name_rec *const *runs, size_t nruns) {
+                             int metric, const name_rec *const *runs, size_t nruns) {
     char *soc_path = str_printf("%s/device_%u/data/stars_soc.data.%u.slice_0", c->dir, dev, dev);
     char *end_path = str_printf("%s/device_%u/end_info.%u", c->dir, dev, dev);
     int task_time = (data_type & (TASK_TIME_L1_BITS | PROF_TASK_TIME_L0)) != 0;
@@ -931,6 +1040,7 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
         }
     }
     ob_finish(soc, soc_path);
+    if (task_time && pmu_collected(data_type, metric)) write_pmu(c, dev, recs, n, runs, nruns);
     if (end_path != NULL) write_end_info(end_path);
     free(soc_path);
     free(end_path);
@@ -951,7 +1061,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
         uint32_t thread = (uint32_t)getpid();
         size_t at = 0;
         const name_rec *last = NULL;
-        FILE *counters = NULL;
         for (size_t i = 0; i < n; i++) {
             const task_rec *r = &recs[i];
             /* Host time: CLOCK_MONOTONIC_RAW-like slots after the start, 10 ns apart. */
@@ -963,7 +1072,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
             const name_rec *name = find_name(runs, nruns, &at, r);
             if (name == NULL) continue; /* the host stream was cut: no host record */
             host_kernel(&rf, r, dev, name, thread, ts);
-            write_counters(c, dev, r, name, &counters);
             if (name != last) {
                 const char *names[2] = {name->name, name->binary};
                 for (int j = 0; j < 2; j++) {
@@ -977,7 +1085,6 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
                 last = name;
             }
         }
-        if (counters != NULL) fclose(counters);
     }
     ob_finish(rf.api, paths[0]);
     ob_finish(rf.basic, paths[1]);
@@ -1050,7 +1157,7 @@ static void stop_device(uint32_t dev) {
     d->clock_ns = t + 20000ull + CONTROL_DURATION_NS;
     size_t nruns = 0;
     const name_rec **runs = device_names(d->coll, dev, &nruns);
-    write_device_run(d->coll, dev, d->recs, d->n, d->data_type, runs, nruns);
+    write_device_run(d->coll, dev, d->recs, d->n, d->data_type, d->metric, runs, nruns);
     free(runs);
     free(d->recs);
     d->recs = NULL;
@@ -1273,7 +1380,7 @@ static int write_foreign_run(const char *result_path, int pid, const char *name,
                 recs[count + 2] = (task_rec){t + 20000ull, CONTROL_DURATION_NS, 2, 0, CONTROL_STREAM, KIND_RINGBUFFER};
                 name_rec names = {device, KERNEL_STREAM, 0, count, KIND_AI_CORE, (char *)kernel, NULL, NULL};
                 const name_rec *runs[1] = {&names};
-                write_device_run(&c, device, recs, n, types, runs, count > 0 ? 1 : 0);
+                write_device_run(&c, device, recs, n, types, 1, runs, count > 0 ? 1 : 0);
                 free(recs);
                 char *end_path = str_printf("%s/host/end_info", c.dir);
                 if (end_path != NULL) write_end_info(end_path);
@@ -1763,6 +1870,19 @@ EXPORT int aprofsim_is_running(int device) {
     int running = g_dev[device].running;
     pthread_mutex_unlock(&g_mu);
     return running;
+}
+
+/* The PMU a launch on *device* would record: the collected metric group, plus 0x100 at task time
+ * level 1; -1 when the device is not being profiled or collects no PMU data. */
+EXPORT int aprofsim_device_pmu(int device) {
+    if (device < 0 || device >= (int)MAX_DEV) return -1;
+    pthread_mutex_lock(&g_mu);
+    const device_state *d = &g_dev[device];
+    int out = -1;
+    if (d->running && (d->data_type & (TASK_TIME_L1_BITS | PROF_TASK_TIME_L0)) && pmu_collected(d->data_type, d->metric))
+        out = d->metric | ((d->data_type & TASK_TIME_L1_BITS) ? 0x100 : 0);
+    pthread_mutex_unlock(&g_mu);
+    return out;
 }
 
 EXPORT int aprofsim_live_config_count(void) {

@@ -3,7 +3,7 @@
 Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` (CANN's raw formats)
 with asc-aprof's own raw reader (:func:`asc_aprof._raw.read_export_rows`) and writes CSVs laid out
 like real msprof output: the op_summary and task_time cells the real exporter writes for the same
-raw data (tests/real/test_sim_differential.py), then the simulator's own synthetic PMU columns. It
+raw data, PMU cells included (tests/real/test_sim_differential.py, every column). It
 is copied into the toolkit tree as ``msprof.py`` and run as a script; it imports asc_aprof from
 the path recorded beside it (``aprofsim_site.txt``), and only once it reads a run.
 
@@ -38,7 +38,8 @@ Each run is exported the way the CANN version and chip recorded in its ``device_
 910B (platform 5), unprefixed ones on the 310B (platform 7). Task time level 0 (``TASK_TIME_L0``
 without ``TASK_TIME``): op_summary's ``OP Type``, ``OP State``, ``Task Type`` and the tensor,
 HF32 and Context ID cells are ``N/A`` and the block cells ``0`` on every row, PMU ``*_time``
-cells ``0.0``; task_time carries the host task types (``KERNEL_AICORE``, ``KERNEL_AIVEC``, ...)
+cells ``0.0`` (as the exporter computes them without a block count); task_time carries the
+host task types (``KERNEL_AICORE``, ``KERNEL_AIVEC``, ...)
 and the kernels' binary names; no op_statistic is written. Written into
 ``mindstudio_profiler_output/``: ``op_summary_<ts>``, ``task_time_<ts>``, ``op_statistic_<ts>``
 (level 1), ``api_statistic_<ts>`` (with ``ACL_API`` or ``RUNTIME_API``; simulated constant
@@ -59,13 +60,12 @@ Environment:
 - ``ASC_APROF_SIM_EXPORT_FAULT``: ``exit:N``, ``hang``, ``signal:N``, ``nocsv``, ``truncate``,
   ``badheader``.
 
-PMU columns (``PMU_COLUMNS``) are the real ones of every ``AicoreMetrics`` group each chip
-collects: all but PipelineExecuteUtilization on the 910B (which writes none for MemoryAccess, as
-the real msprof.py does) and all but MemoryAccess on the 310B; NONE, a group the chip cannot
-collect or no ``AICORE_METRICS`` bit end the row at ``Context ID``. Their values are the ones a
-launch set (``sim.launch(counters=...)``, which the simulated library records in its own
-``host/aprofsim_counters.txt``: not a CANN file, outside ``host/data``), else plausible numbers
-consistent with the duration (see ``_pmu_values``).
+PMU columns after ``Context ID`` are the raw reader's (``read_export_rows(pmu=True)``): the cells
+the real exporter computes from the device's ``ffts_profile`` context PMU records, which carry
+what ``sim.launch(counters=...)`` set. No records (no ``AICORE_METRICS`` bit, a group the chip
+cannot collect) or a group whose table never lines up (MemoryAccess on the 910B) end the row at
+``Context ID``, as the real msprof.py's do. The old layout prints the same PMU cells after its
+own columns.
 """
 
 from __future__ import annotations
@@ -75,15 +75,13 @@ import csv
 import gc
 import json
 import os
-import random
 import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
-import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
@@ -137,27 +135,11 @@ STEP_EXPORT_MODEL_ID = 4294967295
 ACL_API_BITS = 0x1 | 0x100  # ACL_API, RUNTIME_API: api_statistic
 TASK_TIME_L1_BITS = 0x2 | 0x2000 | 0x4000 | 0x8000
 TASK_TIME_L0_BIT = 0x800
-AICORE_METRICS_BIT = 0x4
 
 CONTROL_KINDS = frozenset({"PROFILING_ENABLE", "PROFILING_DISABLE", "DEVICE_RINGBUFFER_CONTROL"})
-# The simulator's kernel kind of a task_time type (level 0 names runtime types) or GE type.
-KIND_OF_TYPE = {
-    "KERNEL_AICORE": "AI_CORE",
-    "KERNEL_AIVEC": "AI_VECTOR_CORE",
-    "KERNEL_MIX_AIC": "MIX_AIC",
-    "KERNEL_MIX_AIV": "MIX_AIV",
-    "KERNEL_AICPU": "AI_CPU",
-    "AI_CORE": "AI_CORE",
-    "AI_VECTOR_CORE": "AI_VECTOR_CORE",
-    "MIX_AIC": "MIX_AIC",
-    "MIX_AIV": "MIX_AIV",
-    "AI_CPU": "AI_CPU",
-}
 
 #: Beside the script in the toolkit tree: the sys.path entry that holds the asc_aprof package.
 SITE_FILE = "aprofsim_site.txt"
-# The simulated library's record of the counters sim.launch(counters=...) set (in host/)
-COUNTERS_FILE = "aprofsim_counters.txt"
 MODEL_ID = "4294967295"
 CHUNK_ROWS = 50_000
 
@@ -169,83 +151,6 @@ BASE_COLUMNS = (
 NO_KERNEL_COLUMNS = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,"
     "Task Start Time(us),Task Duration(us),Task Wait Time(us),Context ID"
-)
-# The PMU columns each AicoreMetrics group adds to op_summary, per chip, as real CANN writes them:
-# the real msprof.py's export of real runs whose sample.json names the group (PipeUtilization on
-# the 910B and PipelineExecuteUtilization on the 310B are real collections; Memory and
-# ArithmeticUtilization on the 910B follow real exports of a 910B host, which also write the L2
-# bandwidths and the cube side's vector_fops / vector side's cube_fops). A group missing from a
-# chip's table writes no PMU column: the 910B cannot collect PipelineExecuteUtilization nor the
-# 310B MemoryAccess, and the real msprof.py writes no column for MemoryAccess on the 910B.
-PMU_COLUMNS = {
-    "910B": {
-        0: "aicore_time(us),aic_total_cycles,aic_mac_fp16_ratio,aic_mac_int8_ratio,aic_cube_fops,"
-        "aic_vector_fops,aiv_time(us),aiv_total_cycles,aiv_vec_fp32_ratio,aiv_vec_fp16_ratio,"
-        "aiv_vec_int32_ratio,aiv_vec_misc_ratio,aiv_cube_fops,aiv_vector_fops",
-        1: "aicore_time(us),aic_total_cycles,aic_mac_time(us),aic_mac_ratio,aic_scalar_time(us),"
-        "aic_scalar_ratio,aic_mte1_time(us),aic_mte1_ratio,aic_mte2_time(us),aic_mte2_ratio,"
-        "aic_fixpipe_time(us),aic_fixpipe_ratio,aic_icache_miss_rate,aiv_time(us),aiv_total_cycles,"
-        "aiv_vec_time(us),aiv_vec_ratio,aiv_scalar_time(us),aiv_scalar_ratio,aiv_mte2_time(us),"
-        "aiv_mte2_ratio,aiv_mte3_time(us),aiv_mte3_ratio,aiv_icache_miss_rate,cube_utilization(%)",
-        2: "aicore_time(us),aic_total_cycles,aic_l1_read_bw(GB/s),aic_l1_write_bw(GB/s),"
-        "aic_main_mem_read_bw(GB/s),aic_main_mem_write_bw(GB/s),aic_l2_read_bw(GB/s),"
-        "aic_l2_write_bw(GB/s),aiv_time(us),aiv_total_cycles,aiv_ub_read_bw(GB/s),"
-        "aiv_ub_write_bw(GB/s),aiv_main_mem_read_bw(GB/s),aiv_main_mem_write_bw(GB/s),"
-        "aiv_l2_read_bw(GB/s),aiv_l2_write_bw(GB/s)",
-        3: "aicore_time(us),aic_total_cycles,aic_l0a_read_bw(GB/s),aic_l0a_write_bw(GB/s),"
-        "aic_l0b_read_bw(GB/s),aic_l0b_write_bw(GB/s),aic_l0c_read_bw_cube(GB/s),"
-        "aic_l0c_write_bw_cube(GB/s),aiv_time(us),aiv_total_cycles,aiv_l0c_read_bw(GB/s),"
-        "aiv_l0c_write_bw(GB/s)",
-        4: "aicore_time(us),aic_total_cycles,aiv_time(us),aiv_total_cycles,aiv_vec_bankgroup_cflt_ratio,"
-        "aiv_vec_bank_cflt_ratio,aiv_vec_resc_cflt_ratio",
-        5: "aicore_time(us),aic_total_cycles,aic_ub_read_bw_scalar(GB/s),aic_ub_write_bw_scalar(GB/s),"
-        "aiv_time(us),aiv_total_cycles,aiv_ub_read_bw_vector(GB/s),aiv_ub_write_bw_vector(GB/s),"
-        "aiv_ub_read_bw_scalar(GB/s),aiv_ub_write_bw_scalar(GB/s)",
-        6: "aicore_time(us),aic_total_cycles,aic_write_cache_hit,aic_write_cache_miss_allocate,"
-        "aic_r0_read_cache_hit,aic_r0_read_cache_miss_allocate,aic_r1_read_cache_hit,"
-        "aic_r1_read_cache_miss_allocate,aiv_time(us),aiv_total_cycles,aiv_write_cache_hit,"
-        "aiv_write_cache_miss_allocate,aiv_r0_read_cache_hit,aiv_r0_read_cache_miss_allocate,"
-        "aiv_r1_read_cache_hit,aiv_r1_read_cache_miss_allocate",
-    },
-    "310B": {
-        0: "aicore_time(us),total_cycles,mac_fp16_ratio,mac_int8_ratio,vec_fp32_ratio,vec_fp16_ratio,"
-        "vec_int32_ratio,vec_misc_ratio,cube_fops,vector_fops",
-        1: "aicore_time(us),total_cycles,vec_time(us),vec_ratio,mac_time(us),mac_ratio,scalar_time(us),"
-        "scalar_ratio,mte1_time(us),mte1_ratio,mte2_time(us),mte2_ratio,mte3_time(us),mte3_ratio,"
-        "icache_miss_rate,memory_bound,cube_utilization(%)",
-        2: "aicore_time(us),total_cycles,ub_read_bw(GB/s),ub_write_bw(GB/s),l1_read_bw(GB/s),"
-        "l1_write_bw(GB/s),main_mem_read_bw(GB/s),main_mem_write_bw(GB/s)",
-        3: "aicore_time(us),total_cycles,l0a_read_bw(GB/s),l0a_write_bw(GB/s),l0b_read_bw(GB/s),"
-        "l0b_write_bw(GB/s),l0c_read_bw(GB/s),l0c_write_bw(GB/s),l0c_read_bw_cube(GB/s),"
-        "l0c_write_bw_cube(GB/s)",
-        4: "aicore_time(us),total_cycles,vec_bankgroup_cflt_ratio,vec_bank_cflt_ratio,vec_resc_cflt_ratio",
-        5: "aicore_time(us),total_cycles,ub_read_bw_vector(GB/s),ub_write_bw_vector(GB/s),"
-        "ub_read_bw_scalar(GB/s),ub_write_bw_scalar(GB/s)",
-        6: "aicore_time(us),total_cycles,write_cache_hit,write_cache_miss_allocate,r0_read_cache_hit,"
-        "r0_read_cache_miss_allocate,r1_read_cache_hit,r1_read_cache_miss_allocate",
-        7: "aicore_time(us),total_cycles,vec_exe_time(us),vec_exe_ratio,mac_exe_time(us),mac_exe_ratio,"
-        "scalar_exe_time(us),scalar_exe_ratio,mte1_exe_time(us),mte1_exe_ratio,mte2_exe_time(us),"
-        "mte2_exe_ratio,mte3_exe_time(us),mte3_exe_ratio,fixpipe_exe_time(us),fixpipe_exe_ratio,"
-        "memory_bound",
-    },
-}
-# Default pipe ratios: below the verdict's thresholds (vec + mte2 + mte3 stays under 0.9 even
-# with the core's own unit leading), so a kernel is "not bound" (latency-bound when long) unless
-# a launch sets its counters.
-PIPE_RATIO_RANGES = {
-    "mac": (0.1, 0.3),
-    "vec": (0.05, 0.3),
-    "scalar": (0.02, 0.4),
-    "mte1": (0.05, 0.4),
-    "mte2": (0.05, 0.25),
-    "mte3": (0.02, 0.12),
-    "fixpipe": (0.02, 0.2),
-}
-LEAD_RATIO_RANGE = (0.3, 0.5)
-PIPE_RATIO = re.compile(r"^(?:(?:aic|aiv)_)?(vec|mac|scalar|mte1|mte2|mte3|fixpipe)(_exe)?_ratio$")
-#: Every PMU column the simulator can write (what a launch's counters may name).
-ALL_PMU_COLUMNS = frozenset(
-    column for table in PMU_COLUMNS.values() for text in table.values() for column in text.split(",")
 )
 TASK_TIME_HEADER = (
     "Device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us),task_stop(us)"
@@ -261,17 +166,10 @@ OLD_OP_HEADER = (
     "Task Wait Time(us),Block Dim,Input Shapes,Input Data Types,Input Formats,Output Shapes,"
     "Output Data Types,Output Formats"
 )
-OLD_PMU_COLUMNS = (
-    "aicore_time(us),total_cycles,vec_time(us),vec_ratio,mac_time(us),mac_ratio,scalar_time(us),"
-    "scalar_ratio,mte1_time(us),mte1_ratio,mte2_time(us),mte2_ratio,mte3_time(us),mte3_ratio,"
-    "icache_miss_rate,memory_bound"
-)
 OLD_TASK_TIME_HEADER = "kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(ns),task_stop(ns)"
 # What a run without the simulator's metadata is taken for.
 DEFAULT_CANN = "8.5"
 CHIP_BY_PLATFORM = {"5": "910B", "7": "310B"}
-# Per chip: AI core clock (MHz) and AI core count, when info.json does not say.
-CHIP_DEFAULTS = {"910B": (1650, 20), "310B": (1250, 1)}
 # README.txt: one line per exported file kind (the simulator's own words).
 README_TEXT = {
     "op_summary": "Every AI Core, AI Vector and AI CPU task with its operator, type, shapes, "
@@ -308,8 +206,6 @@ class RunSettings(NamedTuple):
 
     cann: str
     chip: str
-    core_mhz: int
-    cores: int
 
 
 class DeviceData(NamedTuple):
@@ -317,11 +213,8 @@ class DeviceData(NamedTuple):
 
     device: int
     data_type: int
-    metric: int
     settings: RunSettings
     rows: DeviceRows
-    # (stream, task) -> the PMU counters a launch set ("column=value;...", simulator-only)
-    counters: Mapping[tuple[int, int], str] = {}
 
 
 class Profile(NamedTuple):
@@ -482,7 +375,8 @@ def _collections(path: Path, nested: bool = False) -> Iterator[Collection]:
 
 
 def _raw_reader() -> Callable[[Path], ExportRows | Declined]:
-    """:func:`asc_aprof._raw.read_export_rows`, imported from where the toolkit was built from.
+    """:func:`asc_aprof._raw.read_export_rows` with the PMU cells (``pmu=True``), imported from
+    where the toolkit was built from.
 
     The toolkit tree records that location in ``aprofsim_site.txt`` beside this script, so the
     export runs the reader of the installed package even under another interpreter's path.
@@ -494,7 +388,7 @@ def _raw_reader() -> Callable[[Path], ExportRows | Declined]:
             sys.path.insert(0, entry)
     from asc_aprof._raw import read_export_rows
 
-    return read_export_rows
+    return lambda path: read_export_rows(path, pmu=True)
 
 
 def _read_json(path: Path) -> dict[str, object]:
@@ -508,22 +402,13 @@ def _read_json(path: Path) -> dict[str, object]:
 def _settings(info: dict[str, object]) -> RunSettings:
     cann = info.get("aprofsim_cann_version")
     chip = CHIP_BY_PLATFORM.get(str(info.get("platform_version", "5")), "910B")
-    mhz, cores = CHIP_DEFAULTS[chip]
-    device_info = info.get("DeviceInfo")
-    if isinstance(device_info, list) and device_info and isinstance(device_info[0], dict):
-        try:
-            mhz = int(float(device_info[0].get("aic_frequency", mhz)))
-            cores = int(device_info[0].get("ai_core_num", cores))
-        except (TypeError, ValueError):
-            pass
     version = cann if isinstance(cann, str) and _version(cann) is not None else DEFAULT_CANN
-    return RunSettings(version, chip, max(mhz, 1), max(cores, 1))
+    return RunSettings(version, chip)
 
 
 class _Meta(NamedTuple):
     device: int
     data_type: int
-    metric: int
     settings: RunSettings
 
 
@@ -542,32 +427,15 @@ def _device_meta(collection: Collection) -> list[_Meta]:
             continue
         sample = _read_json(sub / "sample.json")
         data_type = sample.get("dataTypeConfig", 0)
-        metric = sample.get("aicoreMetrics", 0xFF)
         found.append(
             _Meta(
                 device,
                 data_type if isinstance(data_type, int) else 0,
-                metric if isinstance(metric, int) else 0xFF,
                 _settings(_read_json(info_path)),
             )
         )
     found.sort(key=lambda m: m.device)
     return found
-
-
-def _read_counters(host: Path | None) -> dict[int, dict[tuple[int, int], str]]:
-    """The counters ``sim.launch(counters=...)`` set, by device and (stream, task): the simulated
-    library's own ``host/aprofsim_counters.txt`` (outside ``host/data``, so neither the real
-    exporter nor the raw reader reads it; a run without host data has none)."""
-    out: dict[int, dict[tuple[int, int], str]] = {}
-    path = host / COUNTERS_FILE if host is not None else None
-    if path is None or not path.is_file():
-        return out
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        fields = line.split("\t", 3)
-        if len(fields) == 4 and all(f.isdigit() for f in fields[:3]):
-            out.setdefault(int(fields[0]), {})[(int(fields[1]), int(fields[2]))] = fields[3]
-    return out
 
 
 def _load_profile(collection: Collection) -> Profile | None:
@@ -581,12 +449,7 @@ def _load_profile(collection: Collection) -> Profile | None:
         _log("ERROR", f"{collection.path.name}: the raw data cannot be exported ({outcome})")
         return None
     rows = {device.device: device for device in outcome.devices}
-    counters = _read_counters(collection.host)
-    devices = [
-        DeviceData(*meta, rows[meta.device], counters.get(meta.device, {}))
-        for meta in metas
-        if meta.device in rows
-    ]
+    devices = [DeviceData(*meta, rows[meta.device]) for meta in metas if meta.device in rows]
     return Profile(collection.path, devices, has_host, outcome.level0)
 
 
@@ -612,158 +475,12 @@ def _num(value: float) -> str:
 class Style(NamedTuple):
     old: bool
     level1: bool
-    pmu_metric: int  # -1: no PMU columns
-    chip: str
-    core_mhz: int
-    cores: int
+    #: op_summary's PMU headers after Context ID (the raw reader's: none without PMU records)
+    pmu_header: tuple[str, ...]
 
 
 def _style(device: DeviceData, level0: bool, old: bool) -> Style:
-    chip = device.settings.chip
-    columns = PMU_COLUMNS[chip]
-    pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric in columns else -1
-    if old:  # CANN 5/6: one un-prefixed core, PipeUtilization only
-        pmu = device.metric if device.data_type & AICORE_METRICS_BIT and device.metric == 1 else -1
-    return Style(
-        old,
-        not level0,
-        pmu,
-        chip,
-        device.settings.core_mhz,
-        device.settings.cores,
-    )
-
-
-def _parse_counters(text: str) -> dict[str, float | None]:
-    """``name=value;...`` (what ``sim.launch(counters=...)`` recorded) as a dict, N/A as None."""
-    out: dict[str, float | None] = {}
-    for item in text.split(";"):
-        name, _, value = item.partition("=")
-        if name:
-            out[name] = None if value == "N/A" else float(value)
-    return out
-
-
-def _side(column: str) -> str:
-    """``aic`` / ``aiv`` for a 910B core's column, ``""`` for the single core's (and the shared ones)."""
-    if column.startswith(("aic_", "aiv_")):
-        return column[:3]
-    if column == "aiv_time(us)":
-        return "aiv"
-    return "aic" if column == "aicore_time(us)" else ""
-
-
-def _plausible(column: str, rng: random.Random, lead: str | None, busy: float, cycles: float) -> float:
-    """A value for *column* that makes sense next to the core's busy time and cycle count."""
-    pipe = PIPE_RATIO.match(column)
-    if pipe is not None:
-        # the core's own unit (mac on a cube core, vec on a vector core) leads
-        low, high = LEAD_RATIO_RANGE if pipe.group(1) == lead else PIPE_RATIO_RANGES[pipe.group(1)]
-        return rng.uniform(low, high)
-    if column.endswith("_ratio"):  # instruction mixes, bank conflicts
-        return rng.uniform(0.0, 0.5)
-    if column.endswith("(GB/s)"):
-        return rng.uniform(0.5, 40.0)
-    if column.endswith("icache_miss_rate"):
-        return rng.uniform(0.0, 0.03)
-    if column.endswith("_fops"):
-        return float(round(cycles * rng.uniform(16, 512)))
-    if "cache" in column:  # L2 cache hits and misses: counts
-        return float(round(cycles * rng.uniform(0.0, 0.5)))
-    return rng.uniform(0.0, 1.0)
-
-
-def _pmu_values(
-    kind: str,
-    dur_ns: int,
-    block: int,
-    seed: str,
-    style: Style,
-    counters: dict[str, float | None] | None = None,
-) -> list[str]:
-    """The PMU cells of one row: *counters* (set by a test) where given, else plausible numbers,
-    stable for one kernel name and consistent with the duration.
-
-    Each core's busy time (``aicore_time(us)``, ``aiv_time(us)``) is a share of the duration, its
-    cycles that time at the core clock over the blocks, a pipe's ``*_time(us)`` its ratio times
-    the busy time, ``memory_bound`` mte2 / max(mac, vec) and ``cube_utilization(%)`` the mac
-    ratio over the cores used. Derived cells follow the counters a test set (a ratio it set
-    moves its time), unless it set them too. The unused core's cells are 0 (real runs), AI CPU
-    rows ``N/A``, and at task time level 0 every ``*_time(us)`` is 0.0 (real runs).
-    """
-    metric = style.pmu_metric
-    if metric < 0:
-        return []
-    columns = (OLD_PMU_COLUMNS if style.old else PMU_COLUMNS[style.chip][metric]).split(",")
-    if kind == "AI_CPU":
-        return ["N/A"] * len(columns)
-    given = {k: v for k, v in (counters or {}).items() if k in columns}
-    rng = random.Random(zlib.crc32(seed.encode("utf-8", "replace")))
-    dur_us = dur_ns / 1000
-    blocks = max(block, 1)
-    single = style.old or style.chip == "310B"
-    cube = kind in ("AI_CORE", "MIX_AIC", "MIX_AIV")
-    vector = kind in ("AI_VECTOR_CORE", "MIX_AIC", "MIX_AIV")
-    enabled = {"": True, "aic": cube or single, "aiv": vector or single}
-    lead = {"": "mac" if cube else "vec", "aic": "mac", "aiv": "vec"}
-    busy: dict[str, float] = {}
-    for side in ("aic", "aiv"):
-        busy[side] = dur_us * rng.uniform(0.6, 0.95) if enabled[side] else 0.0
-    busy[""] = busy["aic"] if single else 0.0
-    time_column = {"aic": "aicore_time(us)", "aiv": "aiv_time(us)", "": "aicore_time(us)"}
-    for side, column in time_column.items():
-        if column in given and given[column] is not None:
-            busy[side] = float(given[column] or 0.0)
-    values: dict[str, float | None] = {}
-    for column in columns:
-        side = "" if single else _side(column)
-        on = enabled[side] if side else True
-        core_busy = busy[side] if side else busy["aic"]
-        cycles = core_busy * style.core_mhz * blocks
-        if column in given:
-            values[column] = given[column]
-        elif column.endswith("total_cycles"):
-            values[column] = float(int(cycles))
-        elif column in ("aicore_time(us)", "aiv_time(us)"):
-            values[column] = core_busy
-        elif column.endswith("_time(us)") or column in ("memory_bound", "cube_utilization(%)"):
-            values[column] = None  # derived below
-        else:
-            values[column] = _plausible(column, rng, lead[side], core_busy, cycles) if on else 0.0
-    for column in columns:  # derived cells: from the (possibly given) ratios
-        if column in given or values[column] is not None:
-            continue
-        if column.endswith("_time(us)"):
-            ratio = values.get(column[: -len("_time(us)")] + "_ratio")
-            side = "" if single else _side(column)
-            values[column] = (ratio or 0.0) * busy[side or "aic"]
-        elif column == "memory_bound":
-            compute = max(round(_ratio_of(values, "mac"), 3), round(_ratio_of(values, "vec"), 3))
-            values[column] = round(_ratio_of(values, "mte2"), 3) / compute if compute else 0.0
-        else:  # cube_utilization(%)
-            values[column] = _ratio_of(values, "mac") * 100 * min(1.0, blocks / style.cores) if cube else 0.0
-    level0 = not style.level1
-    out = []
-    for column in columns:
-        value = values[column]
-        if value is None:
-            out.append("N/A")
-        elif column.endswith("total_cycles"):
-            out.append(str(int(value)))
-        elif level0 and column.endswith("_time(us)") and column not in given:
-            out.append("0.0")  # level-0 captures report every *_time as 0.0 (real runs)
-        else:
-            out.append(_num(value))
-    return out
-
-
-def _ratio_of(values: dict[str, float | None], pipe: str) -> float:
-    """The ratio of *pipe* among *values*, whatever its column is called (0 when absent)."""
-    for column, value in values.items():
-        match = PIPE_RATIO.match(column)
-        if match is not None and match.group(1) == pipe and value is not None:
-            return value
-    return 0.0
+    return Style(old, not level0, device.rows.pmu_header)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -775,19 +492,11 @@ def _ns(duration: float) -> int:
     return round(duration * 1000)
 
 
-def _kinds(device: DeviceData) -> dict[tuple[int, int], str]:
-    """The kernel kind of each (stream, task) as task_time types it (level 0 has no GE type)."""
-    return {(t.stream_id, t.task_id): KIND_OF_TYPE.get(t.type, t.type) for t in device.rows.task_time}
-
-
-def _op_row(raw: RawTask, kind: str, wait: str, style: Style, counters: str | None = None) -> str:
-    """One op_summary row without its Device_id cell (the cells the real exporter writes for
-    this raw data, then the simulator's PMU columns)."""
+def _op_row(raw: RawTask, wait: str, style: Style, pmu: Sequence[str]) -> str:
+    """One op_summary row without its Device_id cell: the cells the real exporter writes for
+    this raw data, its PMU cells (*pmu*, from the raw reader) included."""
     name = _csv_cell(raw.name)
-    dur_ns = _ns(raw.duration)
     block = raw.block_num or 0
-    given = _parse_counters(counters) if counters else None
-    pmu = _pmu_values(kind, dur_ns, block, raw.name, style, given)
     start = _us(raw.start_ns)
     if style.old:
         op_type = name if style.level1 else "N/A"
@@ -807,19 +516,17 @@ def _op_row(raw: RawTask, kind: str, wait: str, style: Style, counters: str | No
 
 def _op_rows(device: DeviceData, style: Style) -> Iterator[list[str]]:
     """Chunks of one device's op_summary rows, without the Device_id cell or newline."""
-    kinds = _kinds(device)
     rows: list[str] = []
     previous: RawTask | None = None
-    for raw in device.rows.op_summary:
+    cells = device.rows.pmu_cells if style.pmu_header else ()
+    for index, raw in enumerate(device.rows.op_summary):
         if previous is None:
             wait = "0"
         else:
             gap = (raw.start_ns - previous.start_ns - previous.duration_ns) / 1000.0
             wait = _num(max(gap, 0.0))
         previous = raw
-        kind = kinds.get((raw.stream_id, raw.task_id), KIND_OF_TYPE.get(raw.csv_type, raw.csv_type))
-        counters = device.counters.get((raw.stream_id, raw.task_id))
-        rows.append(_op_row(raw, kind, wait, style, counters))
+        rows.append(_op_row(raw, wait, style, cells[index] if cells else ()))
         if len(rows) >= CHUNK_ROWS:
             yield rows
             rows = []
@@ -964,12 +671,9 @@ def _block_names(settings: RunSettings, options: Options) -> tuple[str, str]:
 
 
 def _op_header(style: Style, blocks: tuple[str, str], device_column: bool) -> str:
-    if style.old:
-        text = OLD_OP_HEADER + ("," + OLD_PMU_COLUMNS if style.pmu_metric == 1 else "")
-    else:
-        text = BASE_COLUMNS.format(block=blocks[0], mix=blocks[1])
-        if style.pmu_metric >= 0:
-            text += "," + PMU_COLUMNS[style.chip][style.pmu_metric]
+    text = OLD_OP_HEADER if style.old else BASE_COLUMNS.format(block=blocks[0], mix=blocks[1])
+    if style.pmu_header:
+        text += "," + ",".join(style.pmu_header)
     return ("Device_id," + text) if device_column else text
 
 
@@ -988,7 +692,9 @@ def _export_new(
     total_ops = sum(len(d.rows.op_summary) for d in devices)
     total_tasks = sum(len(d.rows.task_time) for d in devices)
     limit = options.slice_rows
-    style0 = _style(devices[0], profile.level0, old=False)
+    # The merged header: the first device with rows (every device has the same PMU columns).
+    first = next((d for d in devices if d.rows.op_summary), devices[0])
+    style0 = _style(first, profile.level0, old=False)
     blocks = _block_names(devices[0].settings, options)
     # Without op_summary rows (no kernel ran, or its kernels have no host data) the real exporter
     # writes task_time only.
