@@ -324,6 +324,25 @@ def _uncounted(tasks: Sequence[ProfilingTask], types: Collection[str]) -> str:
     return f"; tasks not counted (their type is not in task_types): {seen}"
 
 
+def one_call(
+    tasks: Sequence[ProfilingTask], *, device: int, run_id: str, types: Collection[str]
+) -> Sequence[ProfilingTask]:
+    """The kernels of a window holding one call of unknown size: every task of *types* (checked
+    as :func:`attribute` checks a call)."""
+    calls, _ = attribute(
+        tasks,
+        1,
+        device=device,
+        run_id=run_id,
+        types=types,
+        call=None,
+        kernels=len([t for t in tasks if t.type in types]),
+        flush=False,
+        flush_sig=None,
+    )
+    return calls[0]
+
+
 def attribute(
     tasks: Sequence[ProfilingTask],
     reps: int,
@@ -443,20 +462,10 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
         window: Window = yield Measure(1, False)
         run_ids.append(window.run_id)
         clock.add(1, window.seconds)
-        calibration, _ = attribute(
-            window.tasks,
-            1,
-            device=device,
-            run_id=window.run_id,
-            types=types,
-            call=None,
-            kernels=len([t for t in window.tasks if t.type in types]),
-            flush=False,
-            flush_sig=None,
-        )
-        call = _signature(calibration[0])
+        calibration = one_call(window.tasks, device=device, run_id=window.run_id, types=types)
+        call = _signature(calibration)
         kernels = len(call)
-        call_time = math.fsum(t.duration for t in calibration[0])
+        call_time = math.fsum(t.duration for t in calibration)
     flush_sig: Signature | None = None
     if flush and config.kernels is None:
         window = yield Measure(1, True, call=False)

@@ -110,7 +110,15 @@ from typing import Any, Final, Generic, TypeVar
 
 import anyio
 
-from ._bench import DEFAULT_BENCH_TYPES, AttributionError, Signature, _call_times, _signature, attribute
+from ._bench import (
+    DEFAULT_BENCH_TYPES,
+    AttributionError,
+    Signature,
+    _call_times,
+    _signature,
+    attribute,
+    one_call,
+)
 from ._collector import Cohort, get_collector
 from ._enums import AicoreMetrics
 from ._errors import AprofError, InvalidArgumentError
@@ -821,18 +829,7 @@ def _alone(
         raise window.raised[1]
     if not call:
         return (), window.tasks
-    got, _ = attribute(
-        window.tasks,
-        1,
-        device=device,
-        run_id=window.run_id,
-        types=types,
-        call=None,
-        kernels=len([t for t in window.tasks if t.type in types]),
-        flush=False,
-        flush_sig=None,
-    )
-    return got[0], window.tasks
+    return one_call(window.tasks, device=device, run_id=window.run_id, types=types), window.tasks
 
 
 def _split_window(
