@@ -1,4 +1,5 @@
-"""Build hooks: the optional C accelerator and the simulated libmsprofiler.so; metadata is in pyproject.toml.
+"""Build hooks: the optional C accelerators (the CSV row loop, the raw reader's device loops) and
+the simulated libmsprofiler.so; metadata is in pyproject.toml.
 
 Both are optional: where they cannot be compiled (no compiler, no Python headers), the install
 still succeeds, asc_aprof parses in pure Python, and the simulated toolkit compiles its library
@@ -67,7 +68,16 @@ setup(
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
-        )
+        ),
+        Extension(
+            "asc_aprof._raw._cdevice",
+            ["src/asc_aprof/_raw/_cdevice.c"],
+            optional=True,
+            define_macros=[("Py_LIMITED_API", "0x030A0000")],
+            # Python rounds after every float operation: no fused multiply-adds.
+            extra_compile_args=[] if sys.platform == "win32" else ["-ffp-contract=off"],
+            py_limited_api=True,
+        ),
     ],
     cmdclass={"build_ext": BuildExtWithSimulator},
 )

@@ -21,8 +21,10 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import operator
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from types import ModuleType
 from typing import Any, Final, NamedTuple
 
 from .._counters import TaskCounters
@@ -59,6 +61,22 @@ from ._types import (
     RawResult,
     RawTask,
 )
+
+
+def _load_accelerator() -> ModuleType | None:
+    try:
+        from . import _cdevice
+    except ImportError:  # built without a compiler: the extension is optional
+        return None
+    return _cdevice
+
+
+_C: Final = _load_accelerator()
+
+#: Whether the device loops run in C (``_cdevice``): the extension is built and
+#: ``ASC_APROF_PURE_PYTHON`` is not ``1`` (the switch of the CSV parser's C row loop too). The
+#: pure-Python code is the reference; C returns None wherever that code has to decide.
+ACCELERATED: bool = _C is not None and os.environ.get("ASC_APROF_PURE_PYTHON") != "1"
 
 #: Platforms whose export was verified, with the driver versions seen (platform -> rule).
 #: 910B (platform 5) and 310B (platform 7), as ``info.json``'s ``platform_version`` gives them.
@@ -254,6 +272,11 @@ class DeviceClock:
     offset: decimal.Decimal = dataclasses.field(init=False)
     _terms: tuple[tuple[int, int, int], ...] = dataclasses.field(init=False, repr=False, compare=False)
     _begin_bounds: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
+    #: _terms and _begin_bounds in the form the C printer takes (see :func:`_c_terms`)
+    _c_terms: tuple[tuple[int, int, int, int, int] | None, ...] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
+    _c_bounds: tuple[int, int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
@@ -279,6 +302,9 @@ class DeviceClock:
             else ()
         )
         object.__setattr__(self, "_begin_bounds", bounds)
+        object.__setattr__(self, "_c_terms", _c_terms(self._terms))
+        fits = len(bounds) == 3 and max(bounds) < 2**63
+        object.__setattr__(self, "_c_bounds", bounds if fits else None)
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -306,6 +332,16 @@ class DeviceClock:
         texts, values = self.printed_all([ns])
         return texts[0] or _ns_text(values[0]), values[0]
 
+    def decimal_printed(self, ns: float) -> tuple[str, int]:
+        """:meth:`printed` the long way: the Decimal sum (the path where integers do not reach)."""
+        start = self.local(ns)
+        return start, int(decimal.Decimal(start) * 1000)
+
+    def c_printer(self) -> tuple[object, ...]:
+        """The arguments of the C printer (``_cdevice``): integer terms, the start filter's
+        bounds, and the Python paths for what they do not cover."""
+        return self._c_terms, self._c_bounds, self.decimal_printed, self.kept_ns
+
     def printed_all(
         self, values: Sequence[float], *, text: bool = True
     ) -> tuple[list[str | None], list[int]]:
@@ -313,6 +349,11 @@ class DeviceClock:
 
         Without *text*, a printed start that is ``_ns_text`` of its integer is None (the caller
         formats it only where it needs it: :meth:`kept_ns`)."""
+        if ACCELERATED and _C is not None:
+            result: tuple[list[str | None], list[int]] = _C.printed_all(
+                values if isinstance(values, list) else list(values), text, self.c_printer()
+            )
+            return result
         texts: list[str | None] = []
         out: list[int] = []
         text_append = texts.append
@@ -334,9 +375,9 @@ class DeviceClock:
                         text_append(f"{quotient // 1000}.{quotient % 1000:03d}" if text else None)
                         out_append(quotient)
                         continue
-            start = self.local(ns)
+            start, value = self.decimal_printed(ns)
             text_append(start)
-            out_append(int(decimal.Decimal(start) * 1000))
+            out_append(value)
         return texts, out
 
     def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
@@ -371,6 +412,36 @@ class DeviceClock:
 _MAX_PLACES: Final = 24
 _TEN: Final = tuple(10**n for n in range(_MAX_PLACES + 8))
 _DIGITS_LIMIT: Final = 10**28  # the Decimal context's precision
+
+
+#: Decimals of ``repr(ns)`` the C printer handles in 64-bit integers.
+_C_PLACES: Final = 17
+_C_RANGE: Final = 2**62
+
+
+def _c_terms(terms: Sequence[tuple[int, int, int]]) -> tuple[tuple[int, int, int, int, int] | None, ...]:
+    """:attr:`DeviceClock._terms` split so that 64-bit integers do :meth:`DeviceClock.printed_all`.
+
+    With ``(factor, offset_term, unit)`` of *p* decimals (``unit == factor * 10**p``), write
+    ``offset_term = a * unit + b1 * factor + b0`` (``b1 < 10**p``, ``b0 < factor``). For the
+    digits *d* of ``repr(ns)``, ``total = d * factor + offset_term`` then has the quotient
+    ``a + (d + b1) // 10**p`` by *unit*, and a rest that compares to half a unit as
+    ``2 * ((d + b1) % 10**p) - 10**p`` (and, where that is 0 or -1, ``2 * b0`` against
+    *factor*) says. ``total < 10**28`` is ``quotient < 10**28 // unit`` (*limit*), as unit is a
+    power of ten. Per *p*: (a, b1, b0, factor, limit), or None where a value is out of range
+    (that many decimals then take the Python path)."""
+    out: list[tuple[int, int, int, int, int] | None] = []
+    for places in range(_C_PLACES + 1):
+        if places >= len(terms):
+            out.append(None)
+            continue
+        factor, offset_term, unit = terms[places]
+        a, b = divmod(offset_term, unit)
+        b1, b0 = divmod(b, factor)
+        limit = min(_DIGITS_LIMIT // unit if unit <= _DIGITS_LIMIT else 0, 2**64 - 1)
+        ok = offset_term >= 0 and a < _C_RANGE and factor < _C_RANGE
+        out.append((a, b1, b0, factor, limit) if ok else None)
+    return tuple(out)
 
 
 def _ns_text(start_ns: int) -> str:
@@ -508,6 +579,12 @@ def _paired_tasks(
                     stream, tasks[index], headers[index] >> 10, expanded
                 )
     base, hertz, offset = clock.terms()
+    if ACCELERATED and _C is not None:
+        fast: list[_DeviceTask] | None = _C.paired_tasks(
+            headers, streams, tasks, counters, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
+        )
+        if fast is not None:
+            return fast
     # The exporter's float arithmetic (``float(c - a) / b * 1e9 + c0``: c - a is a float already).
     times = [(counter - base) / hertz * 1e9 + offset for counter in counters]
     starts_of = {h: h & 63 == 0 for h in kinds}
@@ -665,6 +742,10 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     """Device tasks matched with host tasks on (stream, task, context, batch), in start order;
     unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
+    if ACCELERATED and _C is not None:
+        fast: list[_Ascend] | None = _C.top_down(list(host), list(device), UNKNOWN, _Ascend)
+        if fast is not None:
+            return fast
     hosts: dict[tuple[int, int, int, int], HostTask] = {}
     for h in host:
         key = (h[1], h[2], h[3], h[4])  # (stream, task, context, batch)
@@ -761,6 +842,13 @@ class _Device:
 
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
+        if ACCELERATED and _C is not None and isinstance(hashes, dict):
+            fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = _C.op_summary(
+                self.ascend, self.ge, hashes, self.dev.device, level0, self.clock.c_printer(), RawTask, _Row
+            )
+            if fast is not None:
+                self.joined = fast[0]
+                return fast[1]
         joined: list[tuple[_Ascend, GeTask]] = []
         ge = self.ge
         for a in self.ascend:

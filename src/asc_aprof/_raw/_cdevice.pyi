@@ -1,0 +1,33 @@
+"""Type stub of the optional C device loops (``_cdevice.c``); see :mod:`asc_aprof._raw._run`."""
+
+from typing import Any
+
+def paired_tasks(
+    headers: list[int],
+    streams: list[int],
+    tasks: list[int],
+    counters: list[int],
+    base: float,
+    hertz: float,
+    offset: float,
+    sqe_names: tuple[str, ...],
+    context: int,
+    cls: type[Any],
+    /,
+) -> list[Any] | None: ...
+def top_down(host: list[Any], device: list[Any], unknown: str, cls: type[Any], /) -> list[Any] | None: ...
+def op_summary(
+    ascend: list[Any],
+    ge: dict[Any, list[Any]],
+    hashes: dict[str, str],
+    device: int,
+    level0: bool,
+    printer: tuple[object, ...],
+    raw_cls: type[Any],
+    row_cls: type[Any],
+    /,
+) -> tuple[list[Any], list[Any]] | None: ...
+def printed_all(
+    values: list[float], text: bool, printer: tuple[object, ...], /
+) -> tuple[list[str | None], list[int]]: ...
+def round3(x: float, /) -> float: ...
