@@ -260,14 +260,15 @@ round3(PyObject *Py_UNUSED(module), PyObject *arg)
  * digits). See DeviceClock._c_terms for how they are derived. */
 typedef struct {
     int ok;
-    uint64_t a, b1, b0, factor, limit;
+    int64_t a;
+    uint64_t b1, b0, factor, limit;
 } Term;
 
 typedef struct {
     Term terms[MAX_PLACES + 1];
     int has_bounds; /* kept_ns's shortcut: lo <= whole < hi and whole >= begin */
     int64_t lo, hi, begin;
-    PyObject *slow; /* ns -> (text, ns as int): the Decimal path */
+    PyObject *slow; /* (ns, text) -> (text or None, ns as int): the pure code for one value */
     PyObject *kept; /* (start_ns, text or None, duration) -> bool: DeviceClock.kept_ns */
 } Printer;
 
@@ -308,8 +309,13 @@ printer_init(Printer *p, PyObject *printer)
             continue;
         }
         Term *term = &p->terms[i];
-        if (!PyTuple_Check(t) || PyTuple_Size(t) != 5 || u64_item(t, 0, &term->a) < 0
-            || u64_item(t, 1, &term->b1) < 0 || u64_item(t, 2, &term->b0) < 0
+        if (PyTuple_Check(t) && PyTuple_Size(t) == 5) {
+            term->a = PyLong_AsLongLong(PyTuple_GetItem(t, 0));
+            if (term->a == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        if (!PyTuple_Check(t) || PyTuple_Size(t) != 5 || u64_item(t, 1, &term->b1) < 0 || u64_item(t, 2, &term->b0) < 0
             || u64_item(t, 3, &term->factor) < 0 || u64_item(t, 4, &term->limit) < 0) {
             if (!PyErr_Occurred()) {
                 PyErr_SetString(PyExc_TypeError, "printer term must be a 5-tuple of ints");
@@ -317,7 +323,7 @@ printer_init(Printer *p, PyObject *printer)
             return -1;
         }
         /* the ranges the arithmetic below relies on */
-        if (term->a < (1ULL << 62) && term->b1 < TEN[i] && term->factor > 0 && term->factor < (1ULL << 62)
+        if (term->a < ((int64_t)1 << 62) && term->a > -((int64_t)1 << 62) && term->b1 < TEN[i] && term->factor > 0 && term->factor < (1ULL << 62)
             && term->b0 < term->factor) {
             term->ok = 1;
         }
@@ -342,13 +348,11 @@ printer_init(Printer *p, PyObject *printer)
     return 0;
 }
 
-/* The printed start of ns as integer ns, in integers: 1, or 0 where the Decimal path must. */
+/* The printed start of ns as integer ns, in integers: 1, or 0 where the pure code must (a
+ * subset of where its own integer path applies, with the same result). */
 static int
 printed_fast(const Printer *p, double ns, uint64_t *out)
 {
-    if (!(ns > 0.0) || !isfinite(ns)) {
-        return 0;
-    }
     char *text = PyOS_double_to_string(ns, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (text == NULL) {
         PyErr_Clear();
@@ -356,7 +360,9 @@ printed_fast(const Printer *p, double ns, uint64_t *out)
     }
     uint64_t digits = 0;
     int places = -1, count = 0, ok = 1;
-    for (const char *c = text; *c; c++) {
+    const char *c = text;
+    int negative = *c == '-';
+    for (c += negative; *c; c++) {
         if (*c == '.') {
             places = 0;
             continue;
@@ -375,12 +381,22 @@ printed_fast(const Printer *p, double ns, uint64_t *out)
         return 0;
     }
     const Term *t = &p->terms[places];
-    uint64_t scaled = digits + t->b1; /* < 10**18 + 10**17 */
-    uint64_t q = t->a + scaled / TEN[places];
+    /* |digits + b1| < 10**18 + 10**17; floor division and modulo, as Python's divmod */
+    int64_t scaled = (negative ? -(int64_t)digits : (int64_t)digits) + (int64_t)t->b1;
+    int64_t unit = (int64_t)TEN[places], whole = scaled / unit, rest = scaled % unit;
+    if (rest < 0) {
+        rest += unit;
+        whole--;
+    }
+    int64_t sum = t->a + whole;
+    if (sum < 999) {
+        return 0; /* below 1 us even rounded up (or a sum <= 0) */
+    }
+    uint64_t q = (uint64_t)sum;
     if (q >= t->limit) {
         return 0; /* the sum reaches the Decimal context's 28 digits */
     }
-    int64_t d = 2 * (int64_t)(scaled % TEN[places]) - (int64_t)TEN[places];
+    int64_t d = 2 * rest - unit;
     int up = 0;
     if (d >= 1 || (d == 0 && t->b0 > 0) || (d == -1 && 2 * t->b0 > t->factor)) {
         up = 1;
@@ -405,7 +421,8 @@ ns_text(uint64_t q)
 }
 
 /* The printed start of the float *start*: sets *text* (a new str, or None where it is
- * ns_text(*value) and want_text is false) and *value* (a new int). -1 on error. */
+ * ns_text(*value) and want_text is false) and *value* (a new int), as the pure code does. -1
+ * on error. */
 static int
 printed_one(const Printer *p, PyObject *start, int want_text, PyObject **text, PyObject **value)
 {
@@ -424,7 +441,7 @@ printed_one(const Printer *p, PyObject *start, int want_text, PyObject **text, P
         }
         return 0;
     }
-    PyObject *pair = PyObject_CallFunctionObjArgs(p->slow, start, NULL);
+    PyObject *pair = PyObject_CallFunctionObjArgs(p->slow, start, want_text ? Py_True : Py_False, NULL);
     if (pair == NULL) {
         return -1;
     }

@@ -332,15 +332,14 @@ class DeviceClock:
         texts, values = self.printed_all([ns])
         return texts[0] or _ns_text(values[0]), values[0]
 
-    def decimal_printed(self, ns: float) -> tuple[str, int]:
-        """:meth:`printed` the long way: the Decimal sum (the path where integers do not reach)."""
-        start = self.local(ns)
-        return start, int(decimal.Decimal(start) * 1000)
-
     def c_printer(self) -> tuple[object, ...]:
         """The arguments of the C printer (``_cdevice``): integer terms, the start filter's
-        bounds, and the Python paths for what they do not cover."""
-        return self._c_terms, self._c_bounds, self.decimal_printed, self.kept_ns
+        bounds, and the pure code for the values they do not cover."""
+        return self._c_terms, self._c_bounds, self._printed_one, self.kept_ns
+
+    def _printed_one(self, ns: float, text: bool) -> tuple[str | None, int]:
+        texts, values = self._printed_pure((ns,), text)
+        return texts[0], values[0]
 
     def printed_all(
         self, values: Sequence[float], *, text: bool = True
@@ -354,6 +353,9 @@ class DeviceClock:
                 values if isinstance(values, list) else list(values), text, self.c_printer()
             )
             return result
+        return self._printed_pure(values, text)
+
+    def _printed_pure(self, values: Sequence[float], text: bool) -> tuple[list[str | None], list[int]]:
         texts: list[str | None] = []
         out: list[int] = []
         text_append = texts.append
@@ -375,9 +377,9 @@ class DeviceClock:
                         text_append(f"{quotient // 1000}.{quotient % 1000:03d}" if text else None)
                         out_append(quotient)
                         continue
-            start, value = self.decimal_printed(ns)
+            start = self.local(ns)
             text_append(start)
-            out_append(value)
+            out_append(int(decimal.Decimal(start) * 1000))
         return texts, out
 
     def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
@@ -439,7 +441,7 @@ def _c_terms(terms: Sequence[tuple[int, int, int]]) -> tuple[tuple[int, int, int
         a, b = divmod(offset_term, unit)
         b1, b0 = divmod(b, factor)
         limit = min(_DIGITS_LIMIT // unit if unit <= _DIGITS_LIMIT else 0, 2**64 - 1)
-        ok = offset_term >= 0 and a < _C_RANGE and factor < _C_RANGE
+        ok = -_C_RANGE < a < _C_RANGE and factor < _C_RANGE
         out.append((a, b1, b0, factor, limit) if ok else None)
     return tuple(out)
 

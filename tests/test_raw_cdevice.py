@@ -1,0 +1,259 @@
+"""The raw reader's C device loops (``_cdevice``) against the pure-Python reference in ``_run``:
+the same records, floats, printed starts, filters and declines, on generated input meant to
+hit the edges (lost starts and ends, equal times, bit-packed stream ids, duplicate ids, starts
+where integers do not reach and the Decimal path prints, durations that round on a tie).
+
+Every comparison runs the pure code with ``_run.ACCELERATED`` off, the switch that
+``ASC_APROF_PURE_PYTHON=1`` clears at import. The real runs are compared in
+``tests/real/test_real_cdevice.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from asc_aprof._raw import _run
+from asc_aprof._raw._decode import SQE_TYPES, StarsColumns
+from asc_aprof._raw._host import GeTask, HostTask
+from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, DevicePlan, _Device, _paired_tasks, _top_down
+from asc_aprof._raw._types import DeclinedError
+
+pytestmark = pytest.mark.skipif(_run._C is None, reason="the optional C extension _cdevice is not built")
+
+T = TypeVar("T")
+
+
+def both(call: Callable[[], T]) -> tuple[object, object]:
+    """What *call* gives (or the error it raises) with C and with the pure code."""
+
+    def outcome(accelerated: bool) -> object:
+        saved = _run.ACCELERATED
+        _run.ACCELERATED = accelerated
+        try:
+            return call()
+        except DeclinedError as exc:
+            return exc.declined
+        except ArithmeticError as exc:  # the Decimal context's, on starts beyond 28 digits
+            return type(exc)
+        finally:
+            _run.ACCELERATED = saved
+
+    return outcome(True), outcome(False)
+
+
+def exact(value: object) -> object:
+    """*value* with floats as their repr (-0.0 and 0.0 differ), and record types kept."""
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return (type(value).__name__, [exact(v) for v in value])
+    return value
+
+
+def same(call: Callable[[], object]) -> None:
+    fast, pure = both(call)
+    assert exact(fast) == exact(pure)
+
+
+@pytest.fixture(autouse=True)
+def accelerated() -> Iterator[None]:
+    saved = _run.ACCELERATED
+    _run.ACCELERATED = True
+    yield
+    _run.ACCELERATED = saved
+
+
+# -- round(x, 3) -------------------------------------------------------------------------------------
+
+DURATIONS = st.one_of(
+    st.floats(min_value=0.0, max_value=1e6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    # exact ties of the third decimal: k / 2**j with few bits
+    st.builds(lambda k, j: k / 2.0**j, st.integers(0, 10**7), st.integers(0, 12)),
+    st.builds(lambda k: k / 2000.0, st.integers(0, 10**9)),
+    st.floats(min_value=2.0**50, max_value=2.0**60),
+    st.floats(min_value=0.0, max_value=1e-300),
+)
+
+
+@given(DURATIONS)
+def test_round3_is_pythons_round(x: float) -> None:
+    assert _run._C is not None
+    got, expected = _run._C.round3(x), round(x, 3)
+    assert repr(got) == repr(expected)
+
+
+# -- printed starts ------------------------------------------------------------------------------------
+
+
+def clock(offset: float, begin: str = "1784171285670891") -> DeviceClock:
+    return DeviceClock(
+        dev_cnt=3815.4, hwts_freq=5e7, host_mon=76274.8, local_offset=offset, collect_begin=begin
+    )
+
+
+OFFSETS = st.one_of(
+    st.just(float("1784171285670891") - float("76274796599930") / 1000.0),
+    st.floats(min_value=1e12, max_value=2e15, allow_nan=False),
+    # exponent forms (1e16 and up, below 1e-4), negative offsets, many decimals: the Decimal path
+    st.floats(min_value=-1e3, max_value=1e17, allow_nan=False, allow_infinity=False),
+    st.floats(min_value=1e-7, max_value=1e-3),
+    st.sampled_from([0.0, 1e16, 9.999999999999998e15, 1e-4, 0.1, 123456789.123456789]),
+)
+NS = st.one_of(
+    st.floats(min_value=7.0e13, max_value=9.0e13),
+    st.floats(min_value=0.0, max_value=1e5),
+    st.floats(allow_nan=False, allow_infinity=False, width=64),
+    st.integers(0, 10**15).map(float),
+    # around 1 µs (the integer path needs 1000 ns or more) and many decimals
+    st.floats(min_value=999.0, max_value=1001.0),
+    st.floats(min_value=1e-4, max_value=1e-1),
+    st.sampled_from([0.5, 1000.0, 999.9995, 1e16, 9.999999999999998e15, 5e-324, -0.0, -1.0]),
+)
+
+
+@given(st.lists(NS, max_size=6), OFFSETS, st.booleans())
+def test_printed_starts_equal_the_pure_ones(values: list[float], offset: float, text: bool) -> None:
+    c = clock(offset)
+    same(lambda: c.printed_all(values, text=text))
+
+
+# -- pairing -------------------------------------------------------------------------------------------
+
+RECORD = st.tuples(
+    st.integers(0, 1),  # start or end
+    st.integers(0, 3),  # SQE type
+    st.one_of(st.integers(0, 2), st.integers(2040, 2050), st.sampled_from([0x8000, 0x8001, 0x8805])),
+    st.one_of(st.integers(0, 4), st.sampled_from([0x8003, 0xFFFF])),
+    st.integers(0, 40),  # few counter values: equal times are common
+)
+
+
+def columns_of(recs: list[tuple[int, int, int, int, int]], big: bool = False) -> StarsColumns:
+    scale = 2**63 if big else 1_000_000
+    return StarsColumns(
+        [function | sqe << 10 for function, sqe, _, _, _ in recs],
+        [stream for _, _, stream, _, _ in recs],
+        [task for _, _, _, task, _ in recs],
+        [scale + 20 * counter for *_, counter in recs],
+    )
+
+
+@given(st.lists(RECORD, max_size=40), st.booleans(), st.booleans())
+def test_pairing_equals_the_pure_pairing(
+    recs: list[tuple[int, int, int, int, int]], expanded: bool, big: bool
+) -> None:
+    columns = columns_of(recs, big)
+    c = clock(1.0)
+    same(lambda: _paired_tasks(columns, c, "device_0", expanded))
+
+
+@given(st.lists(RECORD, max_size=20), st.integers(2, 63))
+def test_pairing_declines_as_the_pure_code(recs: list[tuple[int, int, int, int, int]], bad: int) -> None:
+    # A function the reader does not know, or an SQE type beyond the table, anywhere.
+    columns = columns_of(recs)
+    columns.headers.append(bad if bad < 32 else len(SQE_TYPES) << 10)
+    columns.streams.append(0)
+    columns.tasks.append(0)
+    columns.counters.append(1_000_000)
+    c = clock(1.0)
+    fast, pure = both(lambda: _paired_tasks(columns, c, "device_0", False))
+    assert fast == pure and not isinstance(pure, list)
+
+
+# -- the top-down join ------------------------------------------------------------------------------------
+
+HOST_KEY = st.tuples(
+    st.integers(0, 3), st.integers(0, 3), st.sampled_from([0, 1, INVALID_CONTEXT]), st.sampled_from([0, 0, 1])
+)
+
+
+def host_task(key: tuple[int, int, int, int], kind: str) -> HostTask:
+    return HostTask(0, *key, kind, f"kernel_{kind}", 7)
+
+
+def device_task(stream: int, task: int, context: int, start: float, duration: float) -> Any:
+    return _run._DeviceTask(stream, task, context, "AI_CORE", start, duration, 100, 200)
+
+
+DEVICE = st.tuples(
+    st.integers(0, 3),
+    st.integers(0, 3),
+    st.sampled_from([0, 1, INVALID_CONTEXT]),
+    st.one_of(st.integers(0, 5).map(float), st.floats(-2.0, 1e9), st.just(-1.0)),
+    st.floats(0.0, 1e6),
+)
+
+
+@given(
+    st.lists(st.tuples(HOST_KEY, st.sampled_from(["KERNEL_AICORE", "FFTS_PLUS", "EVENT_RECORD"]))),
+    st.lists(DEVICE, max_size=12),
+)
+def test_top_down_equals_the_pure_join(
+    hosts: list[tuple[tuple[int, int, int, int], str]], devices: list[tuple[int, int, int, float, float]]
+) -> None:
+    # Duplicate ids on either side are common here: both decline them alike.
+    host = [host_task(key, kind) for key, kind in hosts]
+    device = [device_task(*d) for d in devices]
+    same(lambda: _top_down(host, device, "device_0"))
+
+
+# -- op_summary rows ------------------------------------------------------------------------------------
+
+PLAN = DevicePlan(0, "device_0", "", "", "", "", "", (), (), ())
+
+
+def op_rows(
+    ascend: list[Any],
+    ge: dict[tuple[int, int, int, int], list[GeTask]],
+    offset: float,
+    begin: str,
+    level0: bool,
+) -> tuple[list[Any], list[Any]]:
+    hashes = {"h1": "hashed_name"}
+    out = _Device(PLAN, clock(offset, begin), ascend, [], ge, hashes, level0)
+    return out.joined, out.op_rows
+
+
+GE_TYPE = st.sampled_from(["KERNEL_AICORE", "KERNEL_AIVEC", "WRITE_BACK", "INVALID", "N/A"])
+GE_TASK = st.tuples(HOST_KEY, st.sampled_from(["h1", "op"]), GE_TYPE, st.integers(0, 48))
+START = st.one_of(
+    st.floats(7.0e13, 9.0e13),
+    st.floats(0.0, 3e6),
+    st.integers(0, 40).map(lambda k: 8.0e13 + 500.25 * k),
+    st.just(-1.0),
+)
+
+
+@given(
+    st.lists(st.tuples(HOST_KEY, START, st.floats(0.0, 1e7)), max_size=12),
+    st.lists(GE_TASK, max_size=16),
+    st.one_of(OFFSETS, st.just(1784171285670891.0 - 8.0e10)),
+    st.sampled_from(["1784171285670891", "1784171205670891", "0", "17841712856708910", "abc"]),
+    st.booleans(),
+)
+def test_op_summary_rows_equal_the_pure_rows(
+    tasks: list[tuple[tuple[int, int, int, int], float, float]],
+    ge_tasks: list[tuple[tuple[int, int, int, int], str, str, int]],
+    offset: float,
+    begin: str,
+    level0: bool,
+) -> None:
+    # Top-down tasks in start order (as _top_down gives them), some never run (start -1);
+    # equal starts and repeated ids are common, and both decline them alike.
+    ascend = sorted(
+        (
+            _run._Ascend(s, t, c, b, start, -1 if start == -1 else duration, "KERNEL", "AI_CORE", 10, 20)
+            for (s, t, c, b), start, duration in tasks
+        ),
+        key=lambda a: a.start,
+    )
+    ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
+    for (s, t, c, b), op_name, kind, block in ge_tasks:
+        ge.setdefault((s, t, b, c), []).append(GeTask(0, s, t, c, b, op_name, kind, block, block + 1))
+    same(lambda: op_rows(ascend, ge, offset, begin, level0))
