@@ -10,6 +10,7 @@ Every comparison runs the pure code with ``_run.ACCELERATED`` off, the switch th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -257,3 +258,17 @@ def test_op_summary_rows_equal_the_pure_rows(
     for (s, t, c, b), op_name, kind, block in ge_tasks:
         ge.setdefault((s, t, b, c), []).append(GeTask(0, s, t, c, b, op_name, kind, block, block + 1))
     same(lambda: op_rows(ascend, ge, offset, begin, level0))
+
+
+# -- one device's host records --------------------------------------------------------------------------
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), HOST_KEY, st.sampled_from(["KERNEL_AICORE", "WRITE_BACK"]))))
+def test_device_host_and_ge_tasks_equal_the_pure_ones(
+    tasks: list[tuple[int, tuple[int, int, int, int], str]],
+) -> None:
+    host = tuple(HostTask(d, *key, kind, "k", 0) for d, key, kind in tasks)
+    ge = tuple(GeTask(d, s, t, c, b, "op", kind, 1, 2) for d, (s, t, c, b), kind in tasks)
+    for device in (0, 1, 3):
+        same(functools.partial(_run._of_device, host, device))
+        same(functools.partial(_run._ge_index, ge, device))

@@ -171,6 +171,18 @@ keyed_cmp(const void *pa, const void *pb)
     return (a->index > b->index) - (a->index < b->index);
 }
 
+/* A stable sort by key (no NaN keys): the records come mostly in time order, so first a check. */
+static void
+stable_sort(Keyed *items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (keyed_cmp(&items[i - 1], &items[i]) > 0) {
+            qsort(items, (size_t)n, sizeof(Keyed), keyed_cmp);
+            return;
+        }
+    }
+}
+
 /* -- round(x, 3) ------------------------------------------------------------------------------ */
 
 /* round(x, 3) of a finite x >= 0, exactly as Python rounds (the exact binary value rounded half
@@ -647,7 +659,7 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         order[i].key = t;
         order[i].index = i;
     }
-    qsort(order, (size_t)n, sizeof(Keyed), keyed_cmp);
+    stable_sort(order, n);
     /* groups, numbered in order of their first record in time order (dict insertion order) */
     for (size_t s = 0; s < size; s++) {
         table[s].group = -1;
@@ -717,7 +729,7 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
             }
         }
     }
-    qsort(pairs, (size_t)npairs, sizeof(Keyed), keyed_cmp);
+    stable_sort(pairs, npairs);
     result = PyList_New(npairs);
     if (result == NULL) {
         goto done;
@@ -901,7 +913,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
             m++;
         }
     }
-    qsort(order, (size_t)m, sizeof(Keyed), keyed_cmp);
+    stable_sort(order, m);
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
     result = PyList_New(m);
@@ -1133,7 +1145,127 @@ error:
     return NULL;
 }
 
+/* -- one device's host records ---------------------------------------------------------------- */
+
+/* Item i of a list or tuple (borrowed). */
+static PyObject *
+seq_item(PyObject *seq, Py_ssize_t i)
+{
+    return PyList_Check(seq) ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i);
+}
+
+/* Whether record (a tuple) belongs to device: 1, 0, -1 on error. */
+static int
+of_device_one(PyObject *record, PyObject *device)
+{
+    if (!PyTuple_Check(record) || PyTuple_Size(record) < 1) {
+        PyErr_SetString(PyExc_TypeError, "host records must be tuples");
+        return -1;
+    }
+    return PyObject_RichCompareBool(PyTuple_GetItem(record, 0), device, Py_EQ);
+}
+
+PyDoc_STRVAR(of_device_doc,
+"of_device(records, device, /)\n--\n\n"
+"[r for r in records if r[0] == device] of a list or tuple of tuples.");
+
+static PyObject *
+of_device(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *records, *device;
+    if (!PyArg_ParseTuple(args, "OO:of_device", &records, &device)) {
+        return NULL;
+    }
+    if (!PyList_Check(records) && !PyTuple_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "of_device: records must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Check(records) ? PyList_Size(records) : PyTuple_Size(records);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *record = seq_item(records, i);
+        int found = of_device_one(record, device);
+        if (found < 0 || (found && PyList_Append(out, record) < 0)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+PyDoc_STRVAR(ge_index_doc,
+"ge_index(ge_tasks, device, /)\n--\n\n"
+"The GE tasks g of device (g[0] == device) by (stream, task, batch, context), that is\n"
+"(g[1], g[2], g[4], g[3]), each key's in their order.");
+
+static PyObject *
+ge_index(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *records, *device;
+    if (!PyArg_ParseTuple(args, "OO:ge_index", &records, &device)) {
+        return NULL;
+    }
+    if (!PyList_Check(records) && !PyTuple_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "ge_index: records must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Check(records) ? PyList_Size(records) : PyTuple_Size(records);
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = seq_item(records, i);
+        int found = of_device_one(g, device);
+        if (found < 0) {
+            goto error;
+        }
+        if (!found) {
+            continue;
+        }
+        if (PyTuple_Size(g) < 5) {
+            PyErr_SetString(PyExc_TypeError, "ge_index: GE tasks must have 5 ids");
+            goto error;
+        }
+        PyObject *key = PyTuple_Pack(4, PyTuple_GetItem(g, 1), PyTuple_GetItem(g, 2), PyTuple_GetItem(g, 4),
+                                     PyTuple_GetItem(g, 3));
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *group = PyDict_GetItemWithError(out, key);
+        int rc;
+        if (group != NULL) {
+            rc = PyList_Append(group, g);
+        }
+        else if (PyErr_Occurred()) {
+            rc = -1;
+        }
+        else {
+            group = PyList_New(1);
+            rc = group == NULL ? -1 : 0;
+            if (group != NULL) {
+                PyList_SetItem(group, 0, new_ref(g));
+                rc = PyDict_SetItem(out, key, group);
+                Py_DECREF(group);
+            }
+        }
+        Py_DECREF(key);
+        if (rc < 0) {
+            goto error;
+        }
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
+    {"of_device", of_device, METH_VARARGS, of_device_doc},
+    {"ge_index", ge_index, METH_VARARGS, ge_index_doc},
     {"paired_tasks", paired_tasks, METH_VARARGS, paired_tasks_doc},
     {"top_down", top_down, METH_VARARGS, top_down_doc},
     {"op_summary", op_summary, METH_VARARGS, op_summary_doc},

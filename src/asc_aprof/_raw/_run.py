@@ -1123,11 +1123,28 @@ def _device(
                         f"{folder}: task ids of stream {task.stream_id} wrapped around",
                     )
     device = dev.device
-    host = [h for h in tables.host_tasks if h[0] == device]
+    host = _of_device(tables.host_tasks, device)
     ascend = _top_down(host, device_tasks, folder)
     del device_tasks  # (fewer live objects for the garbage collector to walk)
+    out = _Device(dev, clock, ascend, host, _ge_index(tables.ge_tasks, device), hashes, level0)
+    out.pmu = _PmuSource(info, expanded, all_export, flips)
+    return out
+
+
+def _of_device(host: Sequence[HostTask], device: int) -> list[HostTask]:
+    if ACCELERATED and _C is not None and isinstance(host, list | tuple):
+        found: list[HostTask] = _C.of_device(host, device)
+        return found
+    return [h for h in host if h[0] == device]
+
+
+def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int, int], list[GeTask]]:
+    """*device*'s GE tasks by (stream, task, batch, context), each key's in their order."""
+    if ACCELERATED and _C is not None and isinstance(tasks, list | tuple):
+        index: dict[tuple[int, int, int, int], list[GeTask]] = _C.ge_index(tasks, device)
+        return index
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
-    for g in tables.ge_tasks:
+    for g in tasks:
         if g[0] == device:
             key = (g[1], g[2], g[4], g[3])  # (stream, task, batch, context)
             found = ge.get(key)
@@ -1135,9 +1152,7 @@ def _device(
                 ge[key] = [g]
             else:
                 found.append(g)
-    out = _Device(dev, clock, ascend, host, ge, hashes, level0)
-    out.pmu = _PmuSource(info, expanded, all_export, flips)
-    return out
+    return ge
 
 
 def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], bool]:
