@@ -11,6 +11,7 @@ Every comparison runs the pure code with ``_run.ACCELERATED`` off, the switch th
 from __future__ import annotations
 
 import functools
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -19,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asc_aprof._raw import _run
-from asc_aprof._raw._decode import SQE_TYPES, StarsColumns
+from asc_aprof._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
 from asc_aprof._raw._host import GeTask, HostTask
 from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, DevicePlan, _Device, _paired_tasks, _top_down
 from asc_aprof._raw._types import DeclinedError
@@ -165,6 +166,43 @@ def test_pairing_declines_as_the_pure_code(recs: list[tuple[int, int, int, int, 
     c = clock(1.0)
     fast, pure = both(lambda: _paired_tasks(columns, c, "device_0", False))
     assert fast == pure and not isinstance(pure, list)
+
+
+def stars_record(clean: bool) -> st.SearchStrategy[bytes]:
+    """A stars_soc record; *clean*: one the C decoder takes (else sometimes one it leaves)."""
+    return st.builds(
+        lambda function, bits, sqe, magic, stream, task, counter, rest: (
+            struct.pack("<HHHHQ", function | bits << 6 | sqe << 10, magic, stream, task, counter) + rest
+        ),
+        st.sampled_from([0, 1] if clean else [0, 1, 34, 35, 2]),
+        st.integers(0, 15),  # header bits 6-9, which the decoder clears
+        st.integers(0, 3) if clean else st.integers(0, 63),
+        st.just(STARS_MAGIC) if clean else st.one_of(st.just(STARS_MAGIC), st.integers(0, 0xFFFF)),
+        st.integers(0, 2) if clean else st.one_of(st.integers(0, 2), st.integers(0, 0xFFFF)),
+        st.integers(0, 4),
+        st.one_of(
+            st.integers(0, 40).map(lambda k: 1_000_000 + 20 * k),
+            st.integers(0, 40).map(lambda k: 2**53 - 60 + 3 * k),  # from 2**53 on floats round
+            st.integers(0, 2**64 - 1),
+        ),
+        st.binary(min_size=48, max_size=48),
+    )
+
+
+@given(
+    st.lists(stars_record(True), max_size=30),
+    st.lists(st.tuples(st.integers(0, 30), stars_record(False)), max_size=2),
+    st.binary(max_size=63),
+    st.booleans(),
+)
+def test_pairing_from_the_stars_bytes_equals_the_pure_decode_and_pairing(
+    recs: list[bytes], odd: list[tuple[int, bytes]], torn: bytes, expanded: bool
+) -> None:
+    for at, rec in odd:
+        recs.insert(at, rec)
+    data = torn + b"".join(recs)
+    c = clock(1.0)
+    same(lambda: _run._stars_tasks(data, c, "device_0", expanded))
 
 
 # -- the top-down join ------------------------------------------------------------------------------------

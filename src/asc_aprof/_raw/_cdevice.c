@@ -584,39 +584,30 @@ small_ints(PyObject *list, Py_ssize_t n, long limit, uint32_t *out)
     return 1;
 }
 
-PyDoc_STRVAR(paired_tasks_doc,
-"paired_tasks(headers, streams, tasks, counters, base, hertz, offset, sqe_names, context, cls, /)\n"
-"--\n\n"
-"_run._paired_tasks after its checks: the start and end records (lists of ints, stream and task\n"
-"ids below 65536, unpacked) paired per (task, stream) in time order, as cls records\n"
-"(stream, task, context, SQE name, start ns, duration ns, start counter, end counter) in start\n"
-"order; None where the pure code must decide.");
+/* The task-log records of one device, as C arrays. */
+typedef struct {
+    Py_ssize_t n;
+    uint32_t *head, *stream, *task; /* header (function, SQE type), unpacked ids below 65536 */
+    double *times;                  /* ns, the exporter's float arithmetic; no NaN */
+    PyObject *counter_list;         /* the counters as Python ints, or NULL: */
+    uint64_t *counters;             /* ... as read from the file */
+} Records;
 
 static PyObject *
-paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
+counter_obj(const Records *r, Py_ssize_t i)
 {
-    PyObject *headers, *streams, *tasks, *counters, *names, *context, *cls;
-    double base, hertz, offset;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!dddO!OO:paired_tasks", &PyList_Type, &headers, &PyList_Type,
-                          &streams, &PyList_Type, &tasks, &PyList_Type, &counters, &base, &hertz, &offset,
-                          &PyTuple_Type, &names, &context, &cls)) {
-        return NULL;
+    if (r->counter_list != NULL) {
+        return new_ref(PyList_GetItem(r->counter_list, i));
     }
-    allocfunc alloc = record_alloc(cls, "paired_tasks: cls");
-    if (alloc == NULL) {
-        return NULL;
-    }
-    Py_ssize_t n = PyList_Size(headers);
-    if (PyList_Size(streams) != n || PyList_Size(tasks) != n || PyList_Size(counters) != n) {
-        PyErr_SetString(PyExc_ValueError, "paired_tasks: columns differ in length");
-        return NULL;
-    }
-    Py_ssize_t nnames = PyTuple_Size(names);
+    return PyLong_FromUnsignedLongLong(r->counters[i]);
+}
+
+/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
+static PyObject *
+pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+{
+    Py_ssize_t n = r->n;
     PyObject *result = NULL;
-    uint32_t *head = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    uint32_t *stream = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    uint32_t *task = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    double *times = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
     Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
     Py_ssize_t *group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
@@ -626,37 +617,12 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     Py_ssize_t *pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     size_t size = table_size(n);
     Slot *table = PyMem_Malloc(sizeof(Slot) * size);
-    if (!head || !stream || !task || !times || !order || !group_of || !first || !members || !pairs
-        || !pair_end || !pair_start || !table) {
+    if (!order || !group_of || !first || !members || !pairs || !pair_end || !pair_start || !table) {
         PyErr_NoMemory();
         goto done;
     }
-    if (!small_ints(headers, n, 65536, head) || !small_ints(streams, n, 65536, stream)
-        || !small_ints(tasks, n, 65536, task)) {
-        result = new_ref(Py_None);
-        goto done;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
-        if ((head[i] & 63) > 1 || (Py_ssize_t)(head[i] >> 10) >= nnames) {
-            result = new_ref(Py_None); /* declined by the pure code */
-            goto done;
-        }
-        PyObject *counter = PyList_GetItem(counters, i);
-        if (!PyLong_Check(counter)) {
-            result = new_ref(Py_None);
-            goto done;
-        }
-        double c = PyLong_AsDouble(counter); /* int - float: the int rounded to a float first */
-        if (c == -1.0 && PyErr_Occurred()) {
-            goto done;
-        }
-        double t = (c - base) / hertz * 1e9 + offset;
-        if (isnan(t)) {
-            result = new_ref(Py_None); /* the pure sort is not a total order then */
-            goto done;
-        }
-        times[i] = t;
-        order[i].key = t;
+        order[i].key = r->times[i];
         order[i].index = i;
     }
     stable_sort(order, n);
@@ -665,9 +631,9 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         table[s].group = -1;
     }
     Py_ssize_t ngroups = 0;
-    for (Py_ssize_t r = 0; r < n; r++) {
-        Py_ssize_t i = order[r].index;
-        uint32_t key = task[i] << 16 | stream[i];
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = order[k].index;
+        uint32_t key = r->task[i] << 16 | r->stream[i];
         size_t s = (size_t)mix64(key) & (size - 1);
         while (table[s].group >= 0 && table[s].key != key) {
             s = (s + 1) & (size - 1);
@@ -676,32 +642,31 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
             table[s].key = key;
             table[s].group = ngroups++;
         }
-        group_of[r] = table[s].group;
+        group_of[k] = table[s].group;
     }
     /* each group's records in time order: a counting sort of the ranks by group */
     memset(first, 0, sizeof(Py_ssize_t) * (size_t)(ngroups + 1));
-    for (Py_ssize_t r = 0; r < n; r++) {
-        first[group_of[r] + 1]++;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        first[group_of[k] + 1]++;
     }
     for (Py_ssize_t g = 0; g < ngroups; g++) {
         first[g + 1] += first[g];
     }
-    {
-        Py_ssize_t *fill = pair_end; /* scratch: the next free place of each group */
-        memcpy(fill, first, sizeof(Py_ssize_t) * (size_t)ngroups);
-        for (Py_ssize_t r = 0; r < n; r++) {
-            members[fill[group_of[r]]++] = order[r].index;
-        }
+    Py_ssize_t *fill = pair_end; /* scratch: the next free place of each group */
+    memcpy(fill, first, sizeof(Py_ssize_t) * (size_t)ngroups);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        members[fill[group_of[k]]++] = order[k].index;
     }
     /* _pairs per group, in group order: an end before its start dropped, a start followed by
      * another start before its end dropped */
     Py_ssize_t npairs = 0;
     Py_ssize_t *starts = group_of, *ends = (Py_ssize_t *)order; /* scratch, no longer needed */
+    const double *times = r->times;
     for (Py_ssize_t g = 0; g < ngroups; g++) {
         Py_ssize_t ns = 0, ne = 0;
         for (Py_ssize_t k = first[g]; k < first[g + 1]; k++) {
             Py_ssize_t i = members[k];
-            if ((head[i] & 63) == 0) {
+            if ((r->head[i] & 63) == 0) {
                 starts[ns++] = i;
             }
             else {
@@ -738,14 +703,14 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         Py_ssize_t pair = pairs[k].index, s = pair_start[pair], e = pair_end[pair];
         double s_time = times[s];
         PyObject *items[8] = {
-            new_ref(PyList_GetItem(streams, s)),
-            new_ref(PyList_GetItem(tasks, s)),
+            PyLong_FromUnsignedLong(r->stream[s]),
+            PyLong_FromUnsignedLong(r->task[s]),
             new_ref(context),
-            new_ref(PyTuple_GetItem(names, (Py_ssize_t)(head[s] >> 10))),
+            new_ref(PyTuple_GetItem(names, (Py_ssize_t)(r->head[s] >> 10))),
             PyFloat_FromDouble(s_time),
             PyFloat_FromDouble(times[e] - s_time),
-            new_ref(PyList_GetItem(counters, s)),
-            new_ref(PyList_GetItem(counters, e)),
+            counter_obj(r, s),
+            counter_obj(r, e),
         };
         PyObject *record = make_record(cls, alloc, items, 8);
         if (record == NULL) {
@@ -755,10 +720,6 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         PyList_SetItem(result, k, record);
     }
 done:
-    PyMem_Free(head);
-    PyMem_Free(stream);
-    PyMem_Free(task);
-    PyMem_Free(times);
     PyMem_Free(order);
     PyMem_Free(group_of);
     PyMem_Free(first);
@@ -767,6 +728,199 @@ done:
     PyMem_Free(pair_end);
     PyMem_Free(pair_start);
     PyMem_Free(table);
+    return result;
+}
+
+/* Allocates the arrays of r for n records (counters too where with_counters). */
+static int
+records_alloc(Records *r, Py_ssize_t n, int with_counters)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    r->head = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->stream = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->task = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->times = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (with_counters) {
+        r->counters = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n + 1));
+    }
+    if (!r->head || !r->stream || !r->task || !r->times || (with_counters && !r->counters)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+records_free(Records *r)
+{
+    PyMem_Free(r->head);
+    PyMem_Free(r->stream);
+    PyMem_Free(r->task);
+    PyMem_Free(r->times);
+    PyMem_Free(r->counters);
+}
+
+/* Whether a header is one the pairing takes: a task start or end with a known SQE type. */
+static int
+known_header(uint32_t head, Py_ssize_t nnames)
+{
+    return (head & 63) <= 1 && (Py_ssize_t)(head >> 10) < nnames;
+}
+
+PyDoc_STRVAR(paired_tasks_doc,
+"paired_tasks(headers, streams, tasks, counters, base, hertz, offset, sqe_names, context, cls, /)\n"
+"--\n\n"
+"_run._paired_tasks after its checks: the start and end records (lists of ints, stream and task\n"
+"ids below 65536, unpacked) paired per (task, stream) in time order, as cls records\n"
+"(stream, task, context, SQE name, start ns, duration ns, start counter, end counter) in start\n"
+"order; None where the pure code must decide.");
+
+static PyObject *
+paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *headers, *streams, *tasks, *counters, *names, *context, *cls;
+    double base, hertz, offset;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!dddO!OO:paired_tasks", &PyList_Type, &headers, &PyList_Type,
+                          &streams, &PyList_Type, &tasks, &PyList_Type, &counters, &base, &hertz, &offset,
+                          &PyTuple_Type, &names, &context, &cls)) {
+        return NULL;
+    }
+    allocfunc alloc = record_alloc(cls, "paired_tasks: cls");
+    if (alloc == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(headers);
+    if (PyList_Size(streams) != n || PyList_Size(tasks) != n || PyList_Size(counters) != n) {
+        PyErr_SetString(PyExc_ValueError, "paired_tasks: columns differ in length");
+        return NULL;
+    }
+    Py_ssize_t nnames = PyTuple_Size(names);
+    PyObject *result = NULL;
+    Records r;
+    if (records_alloc(&r, n, 0) < 0) {
+        goto done;
+    }
+    r.counter_list = counters;
+    if (!small_ints(headers, n, 65536, r.head) || !small_ints(streams, n, 65536, r.stream)
+        || !small_ints(tasks, n, 65536, r.task)) {
+        result = new_ref(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *counter = PyList_GetItem(counters, i);
+        if (!known_header(r.head[i], nnames) || !PyLong_Check(counter)) {
+            result = new_ref(Py_None); /* declined by the pure code */
+            goto done;
+        }
+        double c = PyLong_AsDouble(counter); /* int - float: the int rounded to a float first */
+        if (c == -1.0 && PyErr_Occurred()) {
+            goto done;
+        }
+        double t = (c - base) / hertz * 1e9 + offset;
+        if (isnan(t)) {
+            result = new_ref(Py_None); /* the pure sort is not a total order then */
+            goto done;
+        }
+        r.times[i] = t;
+    }
+    result = pair_records(&r, names, context, cls, alloc);
+done:
+    records_free(&r);
+    return result;
+}
+
+static uint32_t
+le16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static uint64_t
+le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int j = 7; j >= 0; j--) {
+        v = v << 8 | p[j];
+    }
+    return v;
+}
+
+#define STARS_SIZE 64
+#define OTHER_BITS 0x3C0 /* header bits 6-9: neither the function nor the SQE type */
+
+PyDoc_STRVAR(paired_stars_doc,
+"paired_stars(data, magic, base, hertz, offset, sqe_names, context, cls, /)\n--\n\n"
+"paired_tasks straight from the stars_soc bytes (a torn head of len(data) % 64 bytes skipped,\n"
+"little-endian words): None unless every record has the magic, is a task start or end with a\n"
+"known SQE type and a stream id below 2048 (the pure decoder and pairing decide the rest).");
+
+static PyObject *
+paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bytes;
+    unsigned int magic;
+    PyObject *names, *context, *cls;
+    double base, hertz, offset;
+    if (!PyArg_ParseTuple(args, "O!IdddO!OO:paired_stars", &PyBytes_Type, &bytes, &magic, &base, &hertz, &offset,
+                          &PyTuple_Type, &names, &context, &cls)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Records r;
+    memset(&r, 0, sizeof r);
+    allocfunc alloc = record_alloc(cls, "paired_stars: cls");
+    if (alloc == NULL) {
+        goto done;
+    }
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(bytes, &buf, &len) < 0) {
+        goto done;
+    }
+    Py_ssize_t nnames = PyTuple_Size(names), n = len / STARS_SIZE;
+    const unsigned char *data = (const unsigned char *)buf + len % STARS_SIZE;
+    if (records_alloc(&r, n, 1) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *rec = data + i * STARS_SIZE;
+        uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
+        uint32_t stream = le16(rec + 4);
+        uint64_t counter = le64(rec + 8);
+        if (le16(rec + 2) != magic || !known_header(head, nnames) || stream >= 2048) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        double c;
+        if (counter < (1ULL << 53)) {
+            c = (double)counter; /* exact */
+        }
+        else { /* Python's correctly rounded int to float */
+            PyObject *big = PyLong_FromUnsignedLongLong(counter);
+            if (big == NULL) {
+                goto done;
+            }
+            c = PyLong_AsDouble(big);
+            Py_DECREF(big);
+            if (c == -1.0 && PyErr_Occurred()) {
+                goto done;
+            }
+        }
+        double t = (c - base) / hertz * 1e9 + offset;
+        if (isnan(t)) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        r.head[i] = head;
+        r.stream[i] = stream;
+        r.task[i] = le16(rec + 6);
+        r.counters[i] = counter;
+        r.times[i] = t;
+    }
+    result = pair_records(&r, names, context, cls, alloc);
+done:
+    records_free(&r);
     return result;
 }
 
@@ -1267,6 +1421,7 @@ static PyMethodDef methods[] = {
     {"of_device", of_device, METH_VARARGS, of_device_doc},
     {"ge_index", ge_index, METH_VARARGS, ge_index_doc},
     {"paired_tasks", paired_tasks, METH_VARARGS, paired_tasks_doc},
+    {"paired_stars", paired_stars, METH_VARARGS, paired_stars_doc},
     {"top_down", top_down, METH_VARARGS, top_down_doc},
     {"op_summary", op_summary, METH_VARARGS, op_summary_doc},
     {"printed_all", printed_all, METH_VARARGS, printed_all_doc},

@@ -33,3 +33,14 @@ def printed_all(
 def round3(x: float, /) -> float: ...
 def of_device(records: list[Any] | tuple[Any, ...], device: int, /) -> list[Any]: ...
 def ge_index(records: list[Any] | tuple[Any, ...], device: int, /) -> dict[Any, list[Any]]: ...
+def paired_stars(
+    data: bytes,
+    magic: int,
+    base: float,
+    hertz: float,
+    offset: float,
+    sqe_names: tuple[str, ...],
+    context: int,
+    cls: type[Any],
+    /,
+) -> list[Any] | None: ...

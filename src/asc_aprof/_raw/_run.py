@@ -33,6 +33,7 @@ from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
     SQE_TYPES,
+    STARS_MAGIC,
     FlipRecord,
     StarsColumns,
     SubtaskRecord,
@@ -550,6 +551,22 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
         DeclineReason.UNSUPPORTED,
         f"bit-packed stream id {stream:#06x} (SQE type {sqe_type}, expansion {'on' if expanded else 'off'})",
     )
+
+
+def _stars_tasks(
+    data: bytes, clock: DeviceClock, folder: str, expanded: bool
+) -> tuple[list[_DeviceTask], list[SubtaskRecord]]:
+    """The device tasks of a ``stars_soc`` log and its FFTS+ subtask records: :func:`_paired_tasks`
+    of :func:`stars_columns` (in C straight from the bytes where every record is a plain one)."""
+    if ACCELERATED and _C is not None:
+        base, hertz, offset = clock.terms()
+        fast: list[_DeviceTask] | None = _C.paired_stars(
+            data, STARS_MAGIC, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
+        )
+        if fast is not None:
+            return fast, []
+    stars, subtasks = stars_columns(data)
+    return _paired_tasks(stars, clock, folder, expanded), subtasks
 
 
 def _paired_tasks(
@@ -1099,8 +1116,7 @@ def _device(
         json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
-    stars, subtasks = stars_columns(joined(files[p] for p in dev.stars))
-    device_tasks = _paired_tasks(stars, clock, folder, expanded)
+    device_tasks, subtasks = _stars_tasks(joined(files[p] for p in dev.stars), clock, folder, expanded)
     if subtasks:
         if not level0:
             raise DeclinedError(
