@@ -3,7 +3,7 @@ the same records, floats, printed starts, filters and declines, on generated inp
 hit the edges (lost starts and ends, equal times, bit-packed stream ids, duplicate ids, starts
 where integers do not reach and the Decimal path prints, durations that round on a tie).
 
-Every comparison runs the pure code with ``_run.ACCELERATED`` off, the switch that
+Every comparison runs the pure code with ``_accel.ACCELERATED`` off, the switch that
 ``ASC_APROF_PURE_PYTHON=1`` clears at import. The real runs are compared in
 ``tests/real/test_real_cdevice.py``.
 """
@@ -11,7 +11,10 @@ Every comparison runs the pure code with ``_run.ACCELERATED`` off, the switch th
 from __future__ import annotations
 
 import functools
+import os
 import struct
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -19,13 +22,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof._raw import _run
+from asc_aprof._raw import _accel, _run
 from asc_aprof._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
 from asc_aprof._raw._host import GeTask, HostTask
 from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, DevicePlan, _Device, _paired_tasks, _top_down
 from asc_aprof._raw._types import DeclinedError
 
-pytestmark = pytest.mark.skipif(_run._C is None, reason="the optional C extension _cdevice is not built")
+pytestmark = pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built")
 
 T = TypeVar("T")
 
@@ -34,8 +37,8 @@ def both(call: Callable[[], T]) -> tuple[object, object]:
     """What *call* gives (or the error it raises) with C and with the pure code."""
 
     def outcome(accelerated: bool) -> object:
-        saved = _run.ACCELERATED
-        _run.ACCELERATED = accelerated
+        saved = _accel.ACCELERATED
+        _accel.ACCELERATED = accelerated
         try:
             return call()
         except DeclinedError as exc:
@@ -43,7 +46,7 @@ def both(call: Callable[[], T]) -> tuple[object, object]:
         except ArithmeticError as exc:  # the Decimal context's, on starts beyond 28 digits
             return type(exc)
         finally:
-            _run.ACCELERATED = saved
+            _accel.ACCELERATED = saved
 
     return outcome(True), outcome(False)
 
@@ -64,10 +67,20 @@ def same(call: Callable[[], object]) -> None:
 
 @pytest.fixture(autouse=True)
 def accelerated() -> Iterator[None]:
-    saved = _run.ACCELERATED
-    _run.ACCELERATED = True
+    saved = _accel.ACCELERATED
+    _accel.ACCELERATED = True
     yield
-    _run.ACCELERATED = saved
+    _accel.ACCELERATED = saved
+
+
+@pytest.mark.parametrize(("value", "expected"), [("1", "False"), ("0", "True"), (None, "True")])
+def test_the_environment_switch_turns_the_c_device_loops_off(value: str | None, expected: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "ASC_APROF_PURE_PYTHON"}
+    if value is not None:
+        env["ASC_APROF_PURE_PYTHON"] = value
+    code = "import asc_aprof._raw._accel as a; print(a.ACCELERATED, a.active() is not None)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [expected, expected]
 
 
 # -- round(x, 3) -------------------------------------------------------------------------------------
@@ -85,8 +98,8 @@ DURATIONS = st.one_of(
 
 @given(DURATIONS)
 def test_round3_is_pythons_round(x: float) -> None:
-    assert _run._C is not None
-    got, expected = _run._C.round3(x), round(x, 3)
+    assert _accel.C is not None
+    got, expected = _accel.C.round3(x), round(x, 3)
     assert repr(got) == repr(expected)
 
 

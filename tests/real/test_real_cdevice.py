@@ -1,8 +1,9 @@
 """Every real run read with the C device loops (``_raw._cdevice``) and with the pure-Python
 reference gives the same result, record for record and float for float: the tasks, every
-task_time row and the PMU counters (``read_run``), and the rows and PMU cells of the CSVs the
-simulated ``msprof.py`` writes (``read_export_rows``). Declines must match too. The simulated
-runs of the differential matrix (several devices, MIX and AI CPU kernels, both levels) too."""
+task_time row and the PMU counters (``read_run``), the public records of the tasks, and the
+rows and PMU cells of the CSVs the simulated ``msprof.py`` writes (``read_export_rows``).
+Declines must match too. The simulated runs of the differential matrix (several devices, MIX
+and AI CPU kernels, both levels) too."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
-from asc_aprof._raw import _run, read_export_rows, read_run
+from asc_aprof._raw import RawResult, _accel, read_export_rows, read_run
 
 from ..reference import REAL_RUNS, needs_real_runs, real_run_names
 from ..sim._support import Acl
@@ -20,14 +21,14 @@ from .test_sim_differential import CASES, collect
 
 pytestmark = [
     needs_real_runs,
-    pytest.mark.skipif(_run._C is None, reason="the optional C extension _cdevice is not built"),
+    pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built"),
 ]
 
 
 def both(call: Callable[[], object], monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
-    monkeypatch.setattr(_run, "ACCELERATED", True)
+    monkeypatch.setattr(_accel, "ACCELERATED", True)
     fast = call()
-    monkeypatch.setattr(_run, "ACCELERATED", False)
+    monkeypatch.setattr(_accel, "ACCELERATED", False)
     return fast, call()
 
 
@@ -39,7 +40,10 @@ def assert_same(fast: object, pure: object) -> None:
 
 def read_alike(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert_same(*both(lambda: read_run(run_dir, with_task_time=True, counters=True), monkeypatch))
+    result = read_run(run_dir)
     assert_same(*both(lambda: read_run(run_dir), monkeypatch))
+    if isinstance(result, RawResult):
+        assert_same(*both(result.profiling_tasks, monkeypatch))
     assert_same(*both(lambda: read_export_rows(run_dir, pmu=True), monkeypatch))
 
 

@@ -1417,7 +1417,53 @@ error:
     return NULL;
 }
 
+/* -- the public records ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(public_tasks_doc,
+"public_tasks(tasks, cls, /)\n--\n\n"
+"RawResult.profiling_tasks: cls(task_id, name, type, duration, device) of every RawTask of the\n"
+"tuple tasks (its fields 2, 4, 5, 7 and 0).");
+
+static PyObject *
+public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tasks, *cls;
+    if (!PyArg_ParseTuple(args, "O!O:public_tasks", &PyTuple_Type, &tasks, &cls)) {
+        return NULL;
+    }
+    allocfunc alloc = record_alloc(cls, "public_tasks: cls");
+    if (alloc == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(tasks);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *raw = PyTuple_GetItem(tasks, i);
+        if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
+            PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *items[5];
+        for (int j = 0; j < 5; j++) {
+            items[j] = new_ref(PyTuple_GetItem(raw, FIELDS[j]));
+        }
+        PyObject *record = make_record(cls, alloc, items, 5);
+        if (record == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SetItem(out, i, record);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"public_tasks", public_tasks, METH_VARARGS, public_tasks_doc},
     {"of_device", of_device, METH_VARARGS, of_device_doc},
     {"ge_index", ge_index, METH_VARARGS, ge_index_doc},
     {"paired_tasks", paired_tasks, METH_VARARGS, paired_tasks_doc},

@@ -21,14 +21,13 @@ from __future__ import annotations
 import dataclasses
 import decimal
 import operator
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from types import ModuleType
 from typing import Any, Final, NamedTuple
 
 from .._counters import TaskCounters
 from .._parser import CONTROL_TYPES
+from . import _accel
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
@@ -62,22 +61,6 @@ from ._types import (
     RawResult,
     RawTask,
 )
-
-
-def _load_accelerator() -> ModuleType | None:
-    try:
-        from . import _cdevice
-    except ImportError:  # built without a compiler: the extension is optional
-        return None
-    return _cdevice
-
-
-_C: Final = _load_accelerator()
-
-#: Whether the device loops run in C (``_cdevice``): the extension is built and
-#: ``ASC_APROF_PURE_PYTHON`` is not ``1`` (the switch of the CSV parser's C row loop too). The
-#: pure-Python code is the reference; C returns None wherever that code has to decide.
-ACCELERATED: bool = _C is not None and os.environ.get("ASC_APROF_PURE_PYTHON") != "1"
 
 #: Platforms whose export was verified, with the driver versions seen (platform -> rule).
 #: 910B (platform 5) and 310B (platform 7), as ``info.json``'s ``platform_version`` gives them.
@@ -349,8 +332,8 @@ class DeviceClock:
 
         Without *text*, a printed start that is ``_ns_text`` of its integer is None (the caller
         formats it only where it needs it: :meth:`kept_ns`)."""
-        if ACCELERATED and _C is not None:
-            result: tuple[list[str | None], list[int]] = _C.printed_all(
+        if (c := _accel.active()) is not None:
+            result: tuple[list[str | None], list[int]] = c.printed_all(
                 values if isinstance(values, list) else list(values), text, self.c_printer()
             )
             return result
@@ -558,9 +541,9 @@ def _stars_tasks(
 ) -> tuple[list[_DeviceTask], list[SubtaskRecord]]:
     """The device tasks of a ``stars_soc`` log and its FFTS+ subtask records: :func:`_paired_tasks`
     of :func:`stars_columns` (in C straight from the bytes where every record is a plain one)."""
-    if ACCELERATED and _C is not None:
+    if (c := _accel.active()) is not None:
         base, hertz, offset = clock.terms()
-        fast: list[_DeviceTask] | None = _C.paired_stars(
+        fast: list[_DeviceTask] | None = c.paired_stars(
             data, STARS_MAGIC, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
         )
         if fast is not None:
@@ -598,8 +581,8 @@ def _paired_tasks(
                     stream, tasks[index], headers[index] >> 10, expanded
                 )
     base, hertz, offset = clock.terms()
-    if ACCELERATED and _C is not None:
-        fast: list[_DeviceTask] | None = _C.paired_tasks(
+    if (c := _accel.active()) is not None:
+        fast: list[_DeviceTask] | None = c.paired_tasks(
             headers, streams, tasks, counters, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
         )
         if fast is not None:
@@ -761,8 +744,8 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     """Device tasks matched with host tasks on (stream, task, context, batch), in start order;
     unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
-    if ACCELERATED and _C is not None:
-        fast: list[_Ascend] | None = _C.top_down(list(host), list(device), UNKNOWN, _Ascend)
+    if (c := _accel.active()) is not None:
+        fast: list[_Ascend] | None = c.top_down(list(host), list(device), UNKNOWN, _Ascend)
         if fast is not None:
             return fast
     hosts: dict[tuple[int, int, int, int], HostTask] = {}
@@ -861,8 +844,8 @@ class _Device:
 
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
-        if ACCELERATED and _C is not None and isinstance(hashes, dict):
-            fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = _C.op_summary(
+        if (c := _accel.active()) is not None and isinstance(hashes, dict):
+            fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = c.op_summary(
                 self.ascend, self.ge, hashes, self.dev.device, level0, self.clock.c_printer(), RawTask, _Row
             )
             if fast is not None:
@@ -1148,16 +1131,16 @@ def _device(
 
 
 def _of_device(host: Sequence[HostTask], device: int) -> list[HostTask]:
-    if ACCELERATED and _C is not None and isinstance(host, list | tuple):
-        found: list[HostTask] = _C.of_device(host, device)
+    if (c := _accel.active()) is not None and isinstance(host, list | tuple):
+        found: list[HostTask] = c.of_device(host, device)
         return found
     return [h for h in host if h[0] == device]
 
 
 def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int, int], list[GeTask]]:
     """*device*'s GE tasks by (stream, task, batch, context), each key's in their order."""
-    if ACCELERATED and _C is not None and isinstance(tasks, list | tuple):
-        index: dict[tuple[int, int, int, int], list[GeTask]] = _C.ge_index(tasks, device)
+    if (c := _accel.active()) is not None and isinstance(tasks, list | tuple):
+        index: dict[tuple[int, int, int, int], list[GeTask]] = c.ge_index(tasks, device)
         return index
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
     for g in tasks:

@@ -11,6 +11,7 @@ from typing import Final, NamedTuple
 from .._counters import TaskCounters
 from .._errors import AprofError, InvalidArgumentError
 from .._records import ProfilingTask
+from . import _accel
 
 
 class Reader(enum.Enum):
@@ -163,7 +164,11 @@ class RawResult:
     counters: TaskCounters | None = None
 
     def profiling_tasks(self) -> list[ProfilingTask]:
-        # RawTask.task() of each, built in C: (task_id, name, type, duration, device)
+        c = _accel.active()
+        if c is not None and isinstance(self.tasks, tuple):
+            found: list[ProfilingTask] = c.public_tasks(self.tasks, ProfilingTask)
+            return found
+        # RawTask.task() of each, built without a Python frame: (task_id, name, type, duration, device)
         return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, self.tasks)))
 
     def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:

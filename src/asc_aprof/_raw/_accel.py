@@ -1,0 +1,33 @@
+"""The switch of the raw reader's C loops (``_cdevice``, built from ``_cdevice.c``).
+
+The extension is optional: where it was not built the reader runs its pure-Python code, which
+is the reference either way. ``ASC_APROF_PURE_PYTHON=1`` (read at import, the same switch as the
+CSV parser's C row loop) turns it off. Every caller runs the pure code where the C function
+returns None, so C only ever gives what the pure code gives.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+from typing import Final
+
+
+def _load() -> ModuleType | None:
+    try:
+        from . import _cdevice
+    except ImportError:  # built without a compiler: the extension is optional
+        return None
+    return _cdevice
+
+
+#: The extension, or None where it was not built.
+C: Final = _load()
+
+#: Whether the C loops are used (tests switch it off to run the pure reference).
+ACCELERATED: bool = C is not None and os.environ.get("ASC_APROF_PURE_PYTHON") != "1"
+
+
+def active() -> ModuleType | None:
+    """The extension when the C loops are used, else None."""
+    return C if ACCELERATED else None
