@@ -14,6 +14,11 @@ runtime type (of a MIX task only context 0). Durations are ``round(ns / 1000, 3)
 difference, start times the exporter's Decimal sum of device time and the start_info offset,
 printed to the nanosecond. Devices follow each other in folder-name order, as the exporter
 merges them.
+
+The hot loops of the device side (the pairing, read straight from the stars_soc bytes, the
+top-down join, the op_summary rows, printed starts) also exist in C (``_cdevice``, switched by
+:mod:`._accel`). The Python code here is the reference: each C call gives exactly its result or
+returns None, and then the Python code runs (and raises any decline itself).
 """
 
 from __future__ import annotations
