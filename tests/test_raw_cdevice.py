@@ -11,6 +11,7 @@ Every comparison runs the pure code with ``_accel.ACCELERATED`` off, the switch 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import struct
 import subprocess
@@ -128,7 +129,14 @@ NS = st.one_of(
     # around 1 µs (the integer path needs 1000 ns or more) and many decimals
     st.floats(min_value=999.0, max_value=1001.0),
     st.floats(min_value=1e-4, max_value=1e-1),
-    st.sampled_from([0.5, 1000.0, 999.9995, 1e16, 9.999999999999998e15, 5e-324, -0.0, -1.0]),
+    st.sampled_from([0.5, 1000.0, 999.9995, 1e16, 9.999999999999998e15, 5e-324, -0.0, -1.0, 1e15]),
+    # halfway between two ns, and one unit in the last place beside it
+    st.builds(
+        lambda k, up: math.nextafter(k + 0.5, math.inf if up else -math.inf),
+        st.integers(0, 10**15),
+        st.booleans(),
+    ),
+    st.integers(0, 10**14).map(lambda k: k + 0.5),
 )
 
 

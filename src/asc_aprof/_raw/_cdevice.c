@@ -279,6 +279,9 @@ typedef struct {
 typedef struct {
     Term terms[MAX_PLACES + 1];
     int has_bounds; /* kept_ns's shortcut: lo <= whole < hi and whole >= begin */
+    /* the offset as whole ns (it has at most 3 decimals, in repr), and its decimals; -1: not */
+    int64_t offset_ns;
+    int offset_places;
     int64_t lo, hi, begin;
     PyObject *slow; /* (ns, text) -> (text or None, ns as int): the pure code for one value */
     PyObject *kept; /* (start_ns, text or None, duration) -> bool: DeviceClock.kept_ns */
@@ -304,13 +307,30 @@ static int
 printer_init(Printer *p, PyObject *printer)
 {
     memset(p, 0, sizeof *p);
-    if (!PyTuple_Check(printer) || PyTuple_Size(printer) != 4) {
-        PyErr_SetString(PyExc_TypeError, "printer must be a 4-tuple");
+    if (!PyTuple_Check(printer) || PyTuple_Size(printer) != 5) {
+        PyErr_SetString(PyExc_TypeError, "printer must be a 5-tuple");
         return -1;
     }
     PyObject *terms = PyTuple_GetItem(printer, 0), *bounds = PyTuple_GetItem(printer, 1);
     p->slow = PyTuple_GetItem(printer, 2);
     p->kept = PyTuple_GetItem(printer, 3);
+    PyObject *whole = PyTuple_GetItem(printer, 4);
+    p->offset_ns = -1;
+    if (whole != Py_None) {
+        if (!PyTuple_Check(whole) || PyTuple_Size(whole) != 2) {
+            PyErr_SetString(PyExc_TypeError, "printer offset must be None or (ns, places)");
+            return -1;
+        }
+        p->offset_ns = PyLong_AsLongLong(PyTuple_GetItem(whole, 0));
+        p->offset_places = (int)PyLong_AsLong(PyTuple_GetItem(whole, 1));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (p->offset_ns < 0 || p->offset_ns >= ((int64_t)1 << 62) || p->offset_places < 0
+            || p->offset_places > 3) {
+            p->offset_ns = -1;
+        }
+    }
     if (!PyTuple_Check(terms) || PyTuple_Size(terms) != MAX_PLACES + 1) {
         PyErr_SetString(PyExc_TypeError, "printer terms must be a tuple of MAX_PLACES + 1");
         return -1;
@@ -424,6 +444,51 @@ printed_fast(const Printer *p, double ns, uint64_t *out)
     return 1;
 }
 
+/* printed_fast without repr(ns), where the offset is whole ns: the printed ns is
+ * round_half_even(D + offset) for the digits D of repr(ns), which lie within half a unit in the
+ * last place of ns. With ns = m / 2**k, unless ns is exactly halfway between two integers (then
+ * this gives up), every such D rounds as ns does. Taken only where printed_fast's conditions are
+ * sure to hold: ns from 1 to 1e15 (repr has no exponent), and a sum below 10**28 for any number of
+ * decimals repr can print (17 digits in all). */
+static int
+printed_shortcut(const Printer *p, double ns, uint64_t *out)
+{
+    if (p->offset_ns < 0 || !(ns >= 1.0 && ns < 1e15)) {
+        return 0;
+    }
+    int e;
+    double m = frexp(ns, &e); /* ns = m * 2**e, 0.5 <= m < 1, 1 <= e <= 50 */
+    uint64_t mant = (uint64_t)ldexp(m, 53);
+    int k = 53 - e; /* ns = mant / 2**k, 3 <= k <= 52 */
+    uint64_t whole = mant >> k, rest = mant & ((1ULL << k) - 1), half = 1ULL << (k - 1);
+    if (rest == half) {
+        return 0;
+    }
+    uint64_t q = (uint64_t)p->offset_ns + whole + (rest > half);
+    if (q < 1000) {
+        return 0;
+    }
+    int digits = 1; /* of whole */
+    for (uint64_t w = whole; w >= 10; w /= 10) {
+        digits++;
+    }
+    /* repr's decimals are at most 17 - its integer digits (whole's, or one less) */
+    int places = 18 - digits > 1 ? 18 - digits : 1;
+    int scale = places + 3;
+    if (p->offset_places > scale) {
+        scale = p->offset_places;
+    }
+    if (scale < 4) {
+        scale = 4;
+    }
+    /* the sum is (D + offset) ns over 10**(scale - 3) units, below (q + 1) * 10**(scale - 3) */
+    if (31 - scale > 19 ? 0 : q + 1 >= TEN[31 - scale]) {
+        return 0;
+    }
+    *out = q;
+    return 1;
+}
+
 static PyObject *
 ns_text(uint64_t q)
 {
@@ -443,7 +508,7 @@ printed_one(const Printer *p, PyObject *start, int want_text, PyObject **text, P
         return -1;
     }
     uint64_t q;
-    if (printed_fast(p, ns, &q)) {
+    if (printed_shortcut(p, ns, &q) || printed_fast(p, ns, &q)) {
         *value = PyLong_FromUnsignedLongLong(q);
         *text = want_text ? ns_text(q) : new_ref(Py_None);
         if (*value == NULL || *text == NULL) {

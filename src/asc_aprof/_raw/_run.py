@@ -266,6 +266,8 @@ class DeviceClock:
         init=False, repr=False, compare=False
     )
     _c_bounds: tuple[int, int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
+    #: the offset as whole ns and its decimals in repr, where it has at most 3 (ns then in C without repr)
+    _c_offset: tuple[int, int] | None = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offset", decimal.Decimal(repr(self.local_offset)))
@@ -294,6 +296,10 @@ class DeviceClock:
         object.__setattr__(self, "_c_terms", _c_terms(self._terms))
         fits = len(bounds) == 3 and max(bounds) < 2**63
         object.__setattr__(self, "_c_bounds", bounds if fits else None)
+        whole: tuple[int, int] | None = None
+        if digits is not None and digits[0] >= 0 and digits[1] <= 3:
+            whole = (digits[0] * 10 ** (3 - digits[1]), digits[1])
+        object.__setattr__(self, "_c_offset", whole if whole and whole[0] < _C_RANGE else None)
 
     def ns(self, counter: int) -> float:
         return float(counter - self.dev_cnt * 1e9) / self.hwts_freq * 1e9 + self.host_mon * 1e9
@@ -324,7 +330,7 @@ class DeviceClock:
     def c_printer(self) -> tuple[object, ...]:
         """The arguments of the C printer (``_cdevice``): integer terms, the start filter's
         bounds, and the pure code for the values they do not cover."""
-        return self._c_terms, self._c_bounds, self._printed_one, self.kept_ns
+        return self._c_terms, self._c_bounds, self._printed_one, self.kept_ns, self._c_offset
 
     def _printed_one(self, ns: float, text: bool) -> tuple[str | None, int]:
         texts, values = self._printed_pure((ns,), text)
