@@ -991,14 +991,17 @@ done:
 
 /* -- top-down join ------------------------------------------------------------------------------ */
 
+/* An open-addressing table of 4-int keys: small slots (the high hash bits and an index into the
+ * key array), so the table stays in cache. */
 typedef struct {
-    int64_t k[4];
-    Py_ssize_t index; /* -1: empty slot */
+    uint32_t tag;
+    int32_t index; /* -1: empty slot */
 } Slot4;
 
 typedef struct {
     Slot4 *slots;
     size_t size;
+    int64_t (*keys)[4]; /* by index */
 } Table4;
 
 static uint64_t
@@ -1011,15 +1014,48 @@ hash4(const int64_t *k)
     return h;
 }
 
-/* The slot of key k: its own, or the empty one where it would go. */
+/* The slot of key k (of hash h): its own, or the empty one where it would go. */
 static Slot4 *
-find4(Table4 *t, const int64_t *k)
+find4(const Table4 *t, const int64_t *k, uint64_t h)
 {
-    size_t s = (size_t)hash4(k) & (t->size - 1);
-    while (t->slots[s].index >= 0 && memcmp(t->slots[s].k, k, sizeof(int64_t) * 4) != 0) {
+    size_t s = (size_t)h & (t->size - 1);
+    uint32_t tag = (uint32_t)(h >> 32);
+    while (t->slots[s].index >= 0
+           && (t->slots[s].tag != tag || memcmp(t->keys[t->slots[s].index], k, sizeof(int64_t) * 4) != 0)) {
         s = (s + 1) & (t->size - 1);
     }
     return &t->slots[s];
+}
+
+static int
+table4_init(Table4 *t, Py_ssize_t n)
+{
+    t->size = table_size(n);
+    t->slots = PyMem_Malloc(sizeof(Slot4) * t->size);
+    t->keys = PyMem_Malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
+    if (t->slots == NULL || t->keys == NULL) {
+        return -1;
+    }
+    for (size_t s = 0; s < t->size; s++) {
+        t->slots[s].index = -1;
+    }
+    return 0;
+}
+
+static void
+table4_free(Table4 *t)
+{
+    PyMem_Free(t->slots);
+    PyMem_Free(t->keys);
+}
+
+/* Adds key k (of hash h) as index i at slot (from find4). */
+static void
+table4_put(Table4 *t, Slot4 *slot, const int64_t *k, uint64_t h, Py_ssize_t i)
+{
+    memcpy(t->keys[i], k, sizeof(int64_t) * 4);
+    slot->tag = (uint32_t)(h >> 32);
+    slot->index = (int32_t)i;
 }
 
 /* Items first..first+3 of a tuple as int64; 0 where one is not an int of that range. */
@@ -1061,23 +1097,17 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     Py_ssize_t nh = PyList_Size(host), nd = PyList_Size(device), n = nh + nd;
+    if (nh >= INT32_MAX || nd >= INT32_MAX) {
+        Py_RETURN_NONE;
+    }
     PyObject *result = NULL, *minus_one = NULL, *zero = NULL;
-    Table4 hosts = {NULL, table_size(nh)};
-    Table4 devices = {NULL, table_size(nd)};
-    hosts.slots = PyMem_Malloc(sizeof(Slot4) * hosts.size);
-    devices.slots = PyMem_Malloc(sizeof(Slot4) * devices.size);
+    Table4 hosts = {NULL, 0, NULL}, devices = {NULL, 0, NULL};
     char *matched = PyMem_Calloc((size_t)nh + 1, 1);
     Py_ssize_t *host_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
     Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
-    if (!hosts.slots || !devices.slots || !matched || !host_of || !order) {
+    if (table4_init(&hosts, nh) < 0 || table4_init(&devices, nd) < 0 || !matched || !host_of || !order) {
         PyErr_NoMemory();
         goto done;
-    }
-    for (size_t s = 0; s < hosts.size; s++) {
-        hosts.slots[s].index = -1;
-    }
-    for (size_t s = 0; s < devices.size; s++) {
-        devices.slots[s].index = -1;
     }
     static const Py_ssize_t HOST_KEY[4] = {1, 2, 3, 4}, DEVICE_KEY[4] = {0, 1, 2, 0};
     for (Py_ssize_t i = 0; i < nh; i++) {
@@ -1087,13 +1117,13 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
             result = new_ref(Py_None);
             goto done;
         }
-        Slot4 *slot = find4(&hosts, k);
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&hosts, k, hash);
         if (slot->index >= 0) {
             result = new_ref(Py_None); /* two host tasks of one id: declined by the pure code */
             goto done;
         }
-        memcpy(slot->k, k, sizeof k);
-        slot->index = i;
+        table4_put(&hosts, slot, k, hash, i);
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
         PyObject *t = PyList_GetItem(device, i);
@@ -1103,14 +1133,14 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
         k[3] = 0; /* batch 0 */
-        Slot4 *slot = find4(&devices, k);
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&devices, k, hash);
         if (slot->index >= 0) {
             result = new_ref(Py_None);
             goto done;
         }
-        memcpy(slot->k, k, sizeof k);
-        slot->index = i;
-        Slot4 *found = find4(&hosts, k);
+        table4_put(&devices, slot, k, hash, i);
+        Slot4 *found = find4(&hosts, k, hash);
         host_of[i] = found->index;
         if (found->index >= 0) {
             matched[found->index] = 1;
@@ -1181,8 +1211,8 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
 done:
     Py_XDECREF(minus_one);
     Py_XDECREF(zero);
-    PyMem_Free(hosts.slots);
-    PyMem_Free(devices.slots);
+    table4_free(&hosts);
+    table4_free(&devices);
     PyMem_Free(matched);
     PyMem_Free(host_of);
     PyMem_Free(order);
