@@ -27,7 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Floating-point expressions must round after every operation, as Python's do. */
+#include <float.h>
+
+/* Floating-point expressions must round to double after every operation, as Python's do: no
+ * wider evaluation (x87), no fused multiply-adds. Where the compiler evaluates wider, the
+ * extension is not built (it is optional) and the pure code runs. */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "asc_aprof._raw._cdevice needs double expressions evaluated in double (FLT_EVAL_METHOD 0)"
+#endif
 #if defined(__clang__)
 #pragma clang fp contract(off)
 #elif defined(__GNUC__)
