@@ -16,7 +16,8 @@ Theory of operation
   (round-robin over a list where each node appears once per NPU), so the split is known and
   deterministic; each node's sweep then balances its share over its NPUs.
 * **Streaming.** Each actor's ``sweep`` is a Ray streaming generator yielding ``(index,
-  SweepItem)`` as its local sweep produces them; the driver reads every node's stream in a
+  SweepItem)`` pairs as its local sweep produces them, every pair ready at once in one list (a
+  window's items come together, and one streamed object costs Ray more than its items); the driver reads every node's stream in a
   thread of its own and hands the items out in arrival order, with the driver's own case
   objects, as :class:`~asc_aprof.SweepItem`. Device ids are node-local.
 * **A dying node.** When a node's stream fails (the actor or its node died), every case of that
@@ -148,7 +149,7 @@ class _NodeSweeper:
         run: Callable[[Any, int], Any],
         bench: BenchConfig | None,
         simulate: bool,
-    ) -> Iterator[tuple[int, SweepItem[Any]]]:
+    ) -> Iterator[list[tuple[int, SweepItem[Any]]]]:
         import anyio
 
         from ._async import AsyncProfiler
@@ -187,13 +188,23 @@ class _NodeSweeper:
                 items.put(None)
 
         threading.Thread(target=body, name="asc-aprof-node-sweep", daemon=True).start()
+        # Every item ready at once goes back as one object: a window's items arrive together,
+        # and each streamed object costs Ray far more CPU than pickling the item does.
         while True:
             got = items.get()
+            batch: list[tuple[int, SweepItem[Any]]] = []
+            while isinstance(got, tuple):
+                batch.append(got)
+                try:
+                    got = items.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                yield batch
             if got is None:
                 return
             if isinstance(got, BaseException):
                 raise got
-            yield got
 
     # -- tune: the candidates stay on the actor; each round sends only the requests --------------------
     def setup_tune(
@@ -287,9 +298,9 @@ def ray_sweep(
                     .remote([(i, listed[i]) for i in share], run, bench, simulate)
                 )
                 for ref in stream:
-                    index, item = ray.get(ref)
-                    received.add(index)
-                    out.put((index, item))
+                    for index, item in ray.get(ref):
+                        received.add(index)
+                        out.put((index, item))
                     if stopping.is_set():
                         return
         except Exception as exc:
