@@ -18,8 +18,9 @@ actor processes and their reaped children come from ``/proc``, the machine's bus
 of 10 us, no device time), *waiting* (the same with the simulator's modelled start / stop
 latency, 20 / 100 ms) and two with device time on: *8 ms device* (8 kernels of 1 ms) and *100 ms
 device* (100 kernels of 1 ms: a profiled shape repeated enough for a stable median, the judged
-one: on this shared 2-core machine both local "nodes" share the per-window CPU work, which
-separate hosts would not, so only cases whose device time outweighs it can show the scale-out).
+one, timed in 3 alternating pairs of sweeps and judged on the median pair's ratio: on this
+shared 2-core machine both local "nodes" share the per-window CPU work, which separate hosts
+would not, so only cases whose device time outweighs it can show the scale-out).
 Skipped without the ``ray`` extra.
 """
 
@@ -44,6 +45,9 @@ DEVICE_MEDIANS = tuple(m * 50 for m in MEDIANS)
 CASE_KERNELS = 8
 CASE_KERNEL_US = 1000.0  # device-time cases: 8 x 1 ms, and 100 x 1 ms
 LONG_CASE_KERNELS = 100
+#: The judged Ray kind, and how many alternating (1 node, 2 nodes) pairs of it are timed.
+JUDGED = "100 ms device"
+JUDGED_PAIRS = 3
 
 
 def _candidate(config: int, device: int) -> None:
@@ -188,7 +192,8 @@ def _ray(cfg: Config) -> tuple[Table | None, Target | None, str]:
     cluster.wait_for_nodes()
     rows: list[list[str]] = []
     rate: dict[tuple[str, int], float] = {}  # steady cases/s
-    walls: dict[tuple[str, int], float] = {}
+    judged_rates: dict[int, list[float]] = {}  # steady cases/s of every judged sweep, by node count
+    judged_walls: dict[int, list[float]] = {}
     try:
         nodes = npu_nodes()
         kinds: tuple[tuple[str, Callable[[int, int], None]], ...] = (
@@ -198,18 +203,27 @@ def _ray(cfg: Config) -> tuple[Table | None, Target | None, str]:
             ("100 ms device", _case_device_time_long),
         )
         for label, case in kinds:
-            for chosen in (nodes[:1], nodes):
-                with ray_sweep(range(4), case, simulate=True, nodes=chosen) as items:
-                    list(items)  # actors' imports and the simulator's first load, not timed
-                row, cases_per_s = _timed_sweep(ray_sweep, case, chosen, label)
-                rate[(label, len(chosen))] = cases_per_s
-                walls[(label, len(chosen))] = float(row[2])
-                rows.append(row)
+            # The judged kind runs JUDGED_PAIRS alternating (1 node, 2 nodes) pairs: one pair's
+            # ratio moves by tens of percent with what else the shared cores do meanwhile.
+            pairs = 1 if cfg.quick or label != JUDGED else JUDGED_PAIRS
+            for pair in range(pairs):
+                for chosen in (nodes[:1], nodes):
+                    with ray_sweep(range(4), case, simulate=True, nodes=chosen) as items:
+                        list(items)  # actors' imports and the simulator's first load, not timed
+                    row, cases_per_s = _timed_sweep(ray_sweep, case, chosen, label)
+                    if pairs > 1:
+                        row[0] += f" (pair {pair + 1})"
+                    rate[(label, len(chosen))] = cases_per_s
+                    rows.append(row)
+                    if label == JUDGED:
+                        judged_rates.setdefault(len(chosen), []).append(cases_per_s)
+                        judged_walls.setdefault(len(chosen), []).append(float(row[2]))
     finally:
         ray.shutdown()
         cluster.shutdown()
-    speedup = rate[("100 ms device", 2)] / rate[("100 ms device", 1)]
-    whole = walls[("100 ms device", 1)] / walls[("100 ms device", 2)]
+    ratios = [two / one for one, two in zip(judged_rates[1], judged_rates[2], strict=True)]
+    speedup = median(ratios)
+    whole = median([one / two for one, two in zip(judged_walls[1], judged_walls[2], strict=True)])
     short = rate[("8 ms device", 2)] / rate[("8 ms device", 1)]
     plain = rate[("plain", 2)] / rate[("plain", 1)]
     waiting = rate[("waiting", 2)] / rate[("waiting", 1)]
@@ -233,7 +247,9 @@ def _ray(cfg: Config) -> tuple[Table | None, Target | None, str]:
     target = Target(
         "2 nodes x 4 vs 1 node x 4 (cases of 100 ms device time: 100 x 1 ms kernels), steady cases/s",
         ">= 1.7x throughput",
-        f"{speedup:.2f}x (whole sweep with the actors' start-up: {whole:.2f}x; 8 ms cases: "
+        f"{speedup:.2f}x, the median of {len(ratios)} alternating pairs "
+        f"({', '.join(f'{r:.2f}x' for r in ratios)}; whole sweep with the actors' start-up: "
+        f"{whole:.2f}x; 8 ms cases: "
         f"{short:.2f}x; no device time: plain {plain:.2f}x, with modelled start/stop latency "
         f"{waiting:.2f}x)",
         speedup >= 1.7,
