@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import struct
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,7 +24,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asc_aprof._raw import _host, _run, read_run
-from asc_aprof._raw._decode import ApiRecord, HeaderRecord, NodeBasicRecord, TaskTrackRecord
+from asc_aprof._raw._decode import (
+    HOST_MAGIC,
+    LEVELS,
+    ApiRecord,
+    HeaderRecord,
+    NodeBasicRecord,
+    TaskTrackRecord,
+)
 from asc_aprof._raw._host import GeTask, HostRecords, HostTask, host_tables
 from asc_aprof._raw._types import DeclinedError
 
@@ -134,11 +142,98 @@ def outcome(records: HostRecords, *, accelerated: bool, **flags: bool) -> object
     return [(type(t), t) for t in tables.host_tasks], [(type(g), g) for g in tables.ge_tasks]
 
 
-@settings(max_examples=400)
+@settings(max_examples=250)
 @given(records=streams(), level0=st.booleans(), all_export=st.booleans())
 def test_c_loops_equal_the_pure_loops(records: HostRecords, level0: bool, all_export: bool) -> None:
     flags = {"level0": level0, "all_export": all_export}
     assert outcome(records, accelerated=True, **flags) == outcome(records, accelerated=False, **flags)
+
+
+def packed(records: HostRecords) -> dict[str, bytes]:
+    """The files the records come from (records the decoders decline are left out)."""
+    return {
+        "apis": b"".join(
+            struct.pack(
+                "<HHIIIQQQ", HOST_MAGIC, a.level, a.struct_type, a.thread_id, 24, a.start, a.end, a.item_id
+            )
+            for a in records.apis
+            if a.level in LEVELS and a.end != U64_MAX  # an event record: declined when decoded
+        ),
+        "tracks": b"".join(
+            struct.pack(
+                "<HHIIIQHHHHQQ16x",
+                HOST_MAGIC,
+                t.level,
+                t.struct_type,
+                t.thread_id,
+                24,
+                t.timestamp,
+                t.dev_type << 12 | t.device_id,
+                t.stream_id,
+                t.task_id,
+                t.batch_id,
+                t.task_type,
+                t.kernel_hash,
+            )
+            for t in records.tracks
+            if t.level in LEVELS
+        ),
+        "node_basics": b"".join(
+            struct.pack(
+                "<HHIIIQQIQII12x",
+                HOST_MAGIC,
+                b.level,
+                b.struct_type,
+                b.thread_id,
+                24,
+                b.timestamp,
+                b.node_hash,
+                b.task_type,
+                b.op_type_hash,
+                b.block_word,
+                b.op_flag,
+            )
+            for b in records.node_basics
+            if b.level in LEVELS
+        ),
+    }
+
+
+def taken(files: dict[str, bytes], tensors: list[HeaderRecord]) -> HostRecords:
+    """HostRecords as the reader makes them from *files* (decoded, or kept to be read in place)."""
+    records = HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()})
+    for kind, data in files.items():
+        records.take(kind, data)
+    records.tensors = tensors
+    return records
+
+
+@settings(max_examples=200)
+@given(records=streams(), level0=st.booleans(), all_export=st.booleans(), torn=st.integers(0, 3))
+def test_c_loops_reading_the_files_in_place_equal_the_pure_loops(
+    records: HostRecords, level0: bool, all_export: bool, torn: int
+) -> None:
+    files = {kind: b"\x5a" * torn + data for kind, data in packed(records).items()}  # a torn head is dropped
+    fast = taken(files, records.tensors)
+    assert fast.in_place.keys() == files.keys()
+    flags = {"level0": level0, "all_export": all_export}
+    kept = [a for a in records.apis if a.level in LEVELS and a.end != U64_MAX and a.start]
+    assert fast.has("apis") == bool(kept)
+    found = outcome(fast, accelerated=True, **flags)
+    assert fast.in_place.keys() == files.keys()  # read in place: no record was decoded
+    assert found == outcome(taken(files, records.tensors), accelerated=False, **flags)
+
+
+def test_files_a_decoder_would_decline_are_decoded_when_taken() -> None:
+    event = struct.pack("<HHIIIQQQ", HOST_MAGIC, 20000, 3 << 16, 7, 24, 10, U64_MAX, 0)
+    records = HostRecords({}, {})
+    with pytest.raises(DeclinedError, match="event records"):
+        records.take("apis", event)
+    bad = struct.pack("<HHIIIQQIQII12x", HOST_MAGIC, 12345, 0, 7, 24, 1, 1, 0, 0, 0, 0)
+    with pytest.raises(DeclinedError, match="level 12345"):
+        records.take("node_basics", bad)
+    records.take("tracks", b"")
+    assert records.in_place == {"tracks": b""} and not records.has("tracks")
 
 
 def tree() -> HostRecords:
@@ -239,9 +334,12 @@ def test_the_pure_python_switch_turns_the_c_loops_off(monkeypatch: pytest.Monkey
     monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1")
     pure = host_tables(tree(), level0=False, all_export=True)
     assert not calls and not _host.accelerated_default()
+    files = packed(tree())
+    assert not taken(files, []).in_place  # decoded when taken: nothing for the C loops to read
     monkeypatch.delenv("ASC_APROF_PURE_PYTHON")
     assert host_tables(tree(), level0=False, all_export=True) == pure
     assert len(calls) == 1 and _host.accelerated_default()
+    assert taken(files, []).in_place.keys() == files.keys()
 
 
 def test_a_build_without_the_extension_reads_in_pure_python() -> None:
@@ -277,7 +375,8 @@ def test_real_runs_read_the_same_with_c_and_pure_loops(
     monkeypatch.delenv("ASC_APROF_PURE_PYTHON")
     fast = read_run(path / run_id, with_task_time=True)
     assert dataclasses.asdict(fast) == dataclasses.asdict(pure)
-    records, flags = seen[0]
-    c_tables = outcome(records, accelerated=True, **flags)
-    assert c_tables == outcome(records, accelerated=False, **flags)
+    (pure_records, flags), (fast_records, fast_flags) = seen
+    assert fast_flags == flags and fast_records.in_place  # the C loops read the files in place
+    c_tables = outcome(fast_records, accelerated=True, **flags)
+    assert c_tables == outcome(pure_records, accelerated=False, **flags)
     assert isinstance(c_tables, tuple) and c_tables[0]  # tables, not an error: the run has tasks

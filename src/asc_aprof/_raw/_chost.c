@@ -179,11 +179,23 @@ typedef struct {
 } Basic;
 
 typedef struct {
-    PyObject *rec;   /* the task_track record (device, stream, task and timestamp objects), borrowed */
+    /* device, stream, task and timestamp as objects: the record's (borrowed) when the records
+     * are tuples; made when first needed (owned) when they are read in place */
+    PyObject *obj[4];
     PyObject *ttype, *kname;
-    int tflags, na;  /* the type's flags; the kernel name is N/A */
-    uint64_t ts, device, stream, thread;
+    int tflags, na; /* the type's flags; the kernel name is N/A */
+    uint64_t ts, device, stream, thread, task;
 } Track;
+
+enum { O_DEVICE, O_STREAM, O_TASK, O_TS };
+
+/* Where a kind of records comes from: a list of record tuples, or the raw file bytes read in
+ * place (every record already checked by Python: host magic, known level, see _decode.py). */
+typedef struct {
+    PyObject *list;
+    const unsigned char *buf; /* the whole records (a torn head dropped) */
+    Py_ssize_t n, size;
+} Source;
 
 typedef struct {
     PyObject *lookups[L_COUNT];
@@ -194,8 +206,100 @@ typedef struct {
     Node *nodes;
     Basic *basics;
     Track *tracks;
-    Py_ssize_t nnodes, nbasics;
+    Py_ssize_t nnodes, nbasics, ntracks;
+    int own_track_objs; /* the tracks' obj[] are owned (records read in place) */
 } Ctx;
+
+/* A little-endian field (in_place() refuses raw records on a big-endian host). */
+static uint64_t
+le(const unsigned char *p, int bytes)
+{
+    uint16_t v2;
+    uint32_t v4;
+    uint64_t v8;
+    switch (bytes) {
+    case 2:
+        memcpy(&v2, p, 2);
+        return v2;
+    case 4:
+        memcpy(&v4, p, 4);
+        return v4;
+    default:
+        memcpy(&v8, p, 8);
+        return v8;
+    }
+}
+
+static int
+little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* Field at (offset, bytes) of raw host records, as their tuples number them. */
+typedef struct {
+    int offset, bytes;
+} Raw;
+
+static int
+known_level(uint64_t level)
+{
+    switch (level) {
+    case 30000: case 25000: case 20500: case 20000: case 15000: case 10000: case 6000: case 5500: case 5000:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Record i of src: its fields (tuple index idx[j], raw layout raw[j]) into out[]. 1: read;
+ * 0: not what the decoders make (the caller falls back); -1: error. */
+static int fields(PyObject *rec, Py_ssize_t n, const int *idx, int k, uint64_t *out);
+
+static int
+record(const Source *src, Py_ssize_t i, Py_ssize_t n, const int *idx, const Raw *raw, int k, uint64_t *out,
+       PyObject **rec)
+{
+    if (src->list != NULL) {
+        *rec = PyList_GetItem(src->list, i);
+        return fields(*rec, n, idx, k, out);
+    }
+    const unsigned char *p = src->buf + i * src->size;
+    *rec = NULL;
+    if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2))) {
+        return 0; /* Python checks this before; should it not have, its decoder says what is wrong */
+    }
+    for (int j = 0; j < k; j++) {
+        out[j] = le(p + raw[j].offset, raw[j].bytes);
+    }
+    return 1;
+}
+
+/* Field index of record rec (NULL: read in place, value v) as a new reference. */
+static PyObject *
+field_obj(PyObject *rec, int index, uint64_t v)
+{
+    if (rec == NULL) {
+        return PyLong_FromUnsignedLongLong(v);
+    }
+    PyObject *item = PyTuple_GetItem(rec, index);
+    Py_XINCREF(item);
+    return item;
+}
+
+/* The track's field as an object (borrowed from the track). */
+static PyObject *
+track_obj(Track *t, int which)
+{
+    if (t->obj[which] == NULL) {
+        uint64_t v = which == O_DEVICE ? t->device : which == O_STREAM ? t->stream : which == O_TASK ? t->task : t->ts;
+        t->obj[which] = PyLong_FromUnsignedLongLong(v);
+    }
+    return t->obj[which];
+}
 
 /* 1: the n-tuple's fields at idx[] as uint64 in out[]; 0: not what the decoders make; -1: error. */
 static int
@@ -239,11 +343,17 @@ fields(PyObject *rec, Py_ssize_t n, const int *idx, int k, uint64_t *out)
     return 1;
 }
 
-/* A callback's result, kept alive by ctx->keep (borrowed). NULL: it raised. */
+/* A callback's result, kept alive by ctx->keep (borrowed). NULL: it raised. It takes (steals)
+ * the new references a and b (b may be absent: NULL; either NULL after a failed conversion). */
 static PyObject *
-call(Ctx *c, int which, PyObject *a, PyObject *b)
+call(Ctx *c, int which, PyObject *a, PyObject *b, int nargs)
 {
-    PyObject *r = PyObject_CallFunctionObjArgs(c->lookups[which], a, b, NULL);
+    PyObject *r = NULL;
+    if (a != NULL && (nargs == 1 || b != NULL)) {
+        r = PyObject_CallFunctionObjArgs(c->lookups[which], a, b, NULL);
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
     if (r == NULL) {
         return NULL;
     }
@@ -252,10 +362,13 @@ call(Ctx *c, int which, PyObject *a, PyObject *b)
     return rc < 0 ? NULL : r;
 }
 
-/* _fail(code, value): always raises (NULL, error set). */
+/* _fail(code, value): always raises (NULL, error set). value: borrowed, or NULL for None. */
 static void *
 fail(Ctx *c, long code, PyObject *value)
 {
+    if (PyErr_Occurred()) {
+        return NULL; /* making value failed */
+    }
     PyObject *what = PyLong_FromLong(code);
     if (what == NULL) {
         return NULL;
@@ -271,14 +384,14 @@ fail(Ctx *c, long code, PyObject *value)
 
 /* _require_level for a record not at the expected level (it raises; if not, the loop goes on). */
 static int
-require(Ctx *c, long kind, PyObject *rec)
+require(Ctx *c, long kind, PyObject *rec, uint64_t level)
 {
-    PyObject *k = PyLong_FromLong(kind);
-    if (k == NULL) {
-        return -1;
+    PyObject *k = PyLong_FromLong(kind), *l = field_obj(rec, 0, level), *r = NULL;
+    if (k != NULL && l != NULL) {
+        r = PyObject_CallFunctionObjArgs(c->lookups[L_REQUIRE], k, l, NULL);
     }
-    PyObject *r = PyObject_CallFunctionObjArgs(c->lookups[L_REQUIRE], k, PyTuple_GetItem(rec, 0), NULL);
-    Py_DECREF(k);
+    Py_XDECREF(k);
+    Py_XDECREF(l);
     if (r == NULL) {
         return -1;
     }
@@ -393,22 +506,28 @@ emit(Ctx *c, PyObject *out, PyObject *cls, allocfunc alloc, PyObject **items, Py
 }
 
 static int
-host_task(Ctx *c, const Track *t, PyObject *context)
+host_task(Ctx *c, Track *t, PyObject *context)
 {
     PyObject *items[8] = {
-        PyTuple_GetItem(t->rec, 5), PyTuple_GetItem(t->rec, 6), PyTuple_GetItem(t->rec, 7), context,
-        c->zero, t->ttype, t->kname, PyTuple_GetItem(t->rec, 3),
+        track_obj(t, O_DEVICE), track_obj(t, O_STREAM), track_obj(t, O_TASK), context,
+        c->zero, t->ttype, t->kname, track_obj(t, O_TS),
     };
+    if (!items[0] || !items[1] || !items[2] || !items[7]) {
+        return -1;
+    }
     return emit(c, c->host_out, c->lookups[L_HOST_TASK], c->host_alloc, items, 8);
 }
 
 static int
-ge_task(Ctx *c, const Track *t, PyObject *name, PyObject *ttype, PyObject *block, PyObject *mix)
+ge_task(Ctx *c, Track *t, PyObject *name, PyObject *ttype, PyObject *block, PyObject *mix)
 {
     PyObject *items[9] = {
-        PyTuple_GetItem(t->rec, 5), PyTuple_GetItem(t->rec, 6), PyTuple_GetItem(t->rec, 7), c->invalid,
+        track_obj(t, O_DEVICE), track_obj(t, O_STREAM), track_obj(t, O_TASK), c->invalid,
         c->zero, name, ttype, block, mix,
     };
+    if (!items[0] || !items[1] || !items[2]) {
+        return -1;
+    }
     return emit(c, c->ge_out, c->lookups[L_GE_TASK], c->ge_alloc, items, 9);
 }
 
@@ -416,7 +535,7 @@ ge_task(Ctx *c, const Track *t, PyObject *name, PyObject *ttype, PyObject *block
  * GE task as _Tables._kernel decides. No node here has context ids (host_tables queues no
  * context_id_info record), so only MIX types take the context path: contexts "invalid, 0". */
 static int
-add(Ctx *c, const Track *t, int32_t node)
+add(Ctx *c, Track *t, int32_t node)
 {
     if (host_task(c, t, c->invalid) < 0) {
         return -1;
@@ -556,10 +675,9 @@ thread_index(Map *threads, uint64_t thread)
 
 /* The body of host_tables: 0 done, -1 error, FALLBACK. */
 static int
-tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tracks, int all_export)
+tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, const Source *tracks, int all_export)
 {
-    Py_ssize_t napi = PyList_Size(apis), nbasic = PyList_Size(basics), ntensor = PyList_Size(tensors),
-               ntrack = PyList_Size(tracks);
+    Py_ssize_t napi = apis->n, nbasic = basics->n, ntensor = PyList_Size(tensors), ntrack = tracks->n;
     Py_ssize_t total = napi + nbasic + ntensor + ntrack;
     int rc = -1;
     Map api_levels = {0}, node_names = {0}, payloads = {0}, types = {0}, kernels = {0}, threads = {0},
@@ -573,7 +691,9 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
     Py_ssize_t *counts = NULL, *starts = NULL;
     c->nodes = PyMem_Malloc((size_t)(napi + 1) * sizeof(Node));
     c->basics = PyMem_Malloc((size_t)(nbasic + 1) * sizeof(Basic));
-    c->tracks = PyMem_Malloc((size_t)(ntrack + 1) * sizeof(Track));
+    c->tracks = PyMem_Calloc((size_t)ntrack + 1, sizeof(Track));
+    c->ntracks = ntrack;
+    c->own_track_objs = tracks->list == NULL;
     if (!entries || !order || !tmp || !pairs || !kept || !group_of || !c->nodes || !c->basics || !c->tracks) {
         PyErr_NoMemory();
         goto done;
@@ -586,24 +706,38 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
     Py_ssize_t nentries = 0;
     int fresh, ok;
     uint64_t f[10];
-    PyObject *r, *name;
+    PyObject *r, *name, *rec;
     long flag;
 
     /* api_event calls: (level, struct_type, thread_id, start, end, item_id) */
     static const int API[] = {0, 1, 2, 3, 4, 5};
+    static const Raw API_RAW[] = {{2, 2}, {4, 4}, {8, 4}, {16, 8}, {24, 8}, {32, 8}};
     for (Py_ssize_t i = 0; i < napi; i++) {
-        PyObject *rec = PyList_GetItem(apis, i);
-        if ((ok = fields(rec, 6, API, 6, f)) <= 0) {
+        if ((ok = record(apis, i, 6, API, API_RAW, 6, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
+        }
+        if (rec == NULL) {
+            if (f[4] == UINT64_MAX) {
+                rc = FALLBACK; /* an event record: api_records declines it */
+                goto done;
+            }
+            if (f[3] == 0) {
+                continue; /* api_records drops it as invalid */
+            }
         }
         int64_t *level = map_get(&api_levels, f[0], f[1], &fresh);
         if (level == NULL) {
             goto done;
         }
         if (fresh) {
-            r = PyObject_CallFunctionObjArgs(c->lookups[L_API_LEVEL], PyTuple_GetItem(rec, 0),
-                                             PyTuple_GetItem(rec, 1), NULL);
+            PyObject *a = field_obj(rec, 0, f[0]), *b = field_obj(rec, 1, f[1]);
+            r = NULL;
+            if (a != NULL && b != NULL) {
+                r = PyObject_CallFunctionObjArgs(c->lookups[L_API_LEVEL], a, b, NULL);
+            }
+            Py_XDECREF(a);
+            Py_XDECREF(b);
             if (r == NULL) {
                 goto done;
             }
@@ -621,7 +755,9 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             continue;
         }
         if (*level == OTHER_LEVEL) {
-            fail(c, F_OTHER_API_LEVEL, PyTuple_GetItem(rec, 0));
+            PyObject *value = field_obj(rec, 0, f[0]);
+            fail(c, F_OTHER_API_LEVEL, value);
+            Py_XDECREF(value);
             goto done;
         }
         int32_t payload = -1;
@@ -632,7 +768,7 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             }
             if (fresh) {
                 /* (name, flags) per item, kept in a node as its template */
-                if ((r = call(c, L_NODE_NAME, PyTuple_GetItem(rec, 5), NULL)) == NULL || pair(r, &name, &flag) < 0) {
+                if ((r = call(c, L_NODE_NAME, field_obj(rec, 5, f[5]), NULL, 1)) == NULL || pair(r, &name, &flag) < 0) {
                     goto done;
                 }
                 c->untrack &= PyUnicode_Check(name);
@@ -641,7 +777,8 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
                 c->nodes[c->nnodes].flags = (int)flag;
             }
             else {
-                c->nodes[c->nnodes] = c->nodes[*known];
+                c->nodes[c->nnodes].name = c->nodes[*known].name;
+                c->nodes[c->nnodes].flags = c->nodes[*known].flags;
             }
             Node *node = c->nodes + c->nnodes;
             node->start = f[3];
@@ -661,13 +798,13 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
     /* node_basic_info: (level, struct_type, thread_id, timestamp, node_hash, task_type, op_type_hash,
      * block_word, op_flag) */
     static const int BASIC[] = {0, 2, 3, 5, 7};
+    static const Raw BASIC_RAW[] = {{2, 2}, {8, 4}, {16, 8}, {32, 4}, {44, 4}};
     for (Py_ssize_t i = 0; i < nbasic; i++) {
-        PyObject *rec = PyList_GetItem(basics, i);
-        if ((ok = fields(rec, 9, BASIC, 5, f)) <= 0) {
+        if ((ok = record(basics, i, 9, BASIC, BASIC_RAW, 5, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
         }
-        if (f[0] != NODE_LEVEL && require(c, 0, rec) < 0) {
+        if (f[0] != NODE_LEVEL && require(c, 0, rec, f[0]) < 0) {
             goto done;
         }
         int64_t *known = map_get(&payloads, f[3], f[4], &fresh);
@@ -675,7 +812,7 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             goto done;
         }
         if (fresh) {
-            if ((r = call(c, L_BASIC, PyTuple_GetItem(rec, 5), PyTuple_GetItem(rec, 7))) == NULL ||
+            if ((r = call(c, L_BASIC, field_obj(rec, 5, f[3]), field_obj(rec, 7, f[4]), 2)) == NULL ||
                 pair(r, &name, &flag) < 0) {
                 goto done;
             }
@@ -699,12 +836,12 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
     /* tensor_info headers: (level, struct_type, thread_id, timestamp) */
     static const int TENSOR[] = {0, 2, 3};
     for (Py_ssize_t i = 0; i < ntensor; i++) {
-        PyObject *rec = PyList_GetItem(tensors, i);
+        rec = PyList_GetItem(tensors, i);
         if ((ok = fields(rec, 4, TENSOR, 3, f)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
         }
-        if (f[0] != NODE_LEVEL && require(c, 1, rec) < 0) {
+        if (f[0] != NODE_LEVEL && require(c, 1, rec, f[0]) < 0) {
             goto done;
         }
         int64_t thread = thread_index(&threads, f[1]);
@@ -716,17 +853,23 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
     }
 
     /* task_track (_host._tracks): (level, struct_type, thread_id, timestamp, dev_type, device_id,
-     * stream_id, task_id, batch_id, task_type, kernel_hash) */
+     * stream_id, task_id, batch_id, task_type, kernel_hash); in place the device word holds the
+     * device type (bits 12-15) and id (bits 0-11) */
     static const int TRACK[] = {0, 3, 4, 5, 6, 8, 9, 10, 2, 7};
+    static const Raw TRACK_RAW[] = {{2, 2}, {16, 8}, {24, 2}, {24, 2}, {26, 2},
+                                    {30, 2}, {32, 8}, {40, 8}, {8, 4}, {28, 2}};
     Py_ssize_t nkept = 0;
     int batched = 0;
     for (Py_ssize_t i = 0; i < ntrack; i++) {
-        PyObject *rec = PyList_GetItem(tracks, i);
-        if ((ok = fields(rec, 11, TRACK, 10, f)) <= 0) {
+        if ((ok = record(tracks, i, 11, TRACK, TRACK_RAW, 10, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
         }
-        if (f[0] != RUNTIME_LEVEL && require(c, 2, rec) < 0) {
+        if (rec == NULL) {
+            f[2] = (f[2] >> 12) & 0xF;
+            f[3] &= 0xFFF;
+        }
+        if (f[0] != RUNTIME_LEVEL && require(c, 2, rec, f[0]) < 0) {
             goto done;
         }
         Track *t = c->tracks + i;
@@ -735,7 +878,7 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             goto done;
         }
         if (fresh) {
-            if ((r = call(c, L_TRACK_TYPE, PyTuple_GetItem(rec, 0), PyTuple_GetItem(rec, 9))) == NULL ||
+            if ((r = call(c, L_TRACK_TYPE, field_obj(rec, 0, f[0]), field_obj(rec, 9, f[6]), 2)) == NULL ||
                 pair(r, &name, &flag) < 0) {
                 goto done;
             }
@@ -748,11 +891,17 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             t->ttype = c->tracks[*known].ttype;
             t->tflags = c->tracks[*known].tflags;
         }
-        t->rec = rec;
+        if (rec != NULL) {
+            t->obj[O_DEVICE] = PyTuple_GetItem(rec, 5);
+            t->obj[O_STREAM] = PyTuple_GetItem(rec, 6);
+            t->obj[O_TASK] = PyTuple_GetItem(rec, 7);
+            t->obj[O_TS] = PyTuple_GetItem(rec, 3);
+        }
         t->ts = f[1];
         t->device = f[3];
         t->stream = f[4];
         t->thread = f[8];
+        t->task = f[9];
         if (t->tflags & T_FLIP) {
             int64_t *first = map_get(&flips, f[3], f[4], &fresh);
             if (first == NULL) {
@@ -770,13 +919,13 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
             fail(c, F_DPU, NULL);
             goto done;
         }
-        /* the kernel name: a track index with that hash (names share the types' trick) */
+        /* the kernel name: kept in the first track with that hash (as the types are) */
         int64_t *kname = map_get(&kernels, f[7], 0, &fresh);
         if (kname == NULL) {
             goto done;
         }
         if (fresh) {
-            if ((r = call(c, L_KERNEL_NAME, PyTuple_GetItem(rec, 10), NULL)) == NULL || pair(r, &name, &flag) < 0) {
+            if ((r = call(c, L_KERNEL_NAME, field_obj(rec, 10, f[7]), NULL, 1)) == NULL || pair(r, &name, &flag) < 0) {
                 goto done;
             }
             c->untrack &= PyUnicode_Check(name);
@@ -832,10 +981,10 @@ tables(Ctx *c, PyObject *apis, PyObject *basics, PyObject *tensors, PyObject *tr
         for (Py_ssize_t g = 0; g < ngroups; g++) {
             int32_t *group = order + at;
             merge_sort(group, tmp, counts[g], track_less, c->tracks);
-            const Track *last = c->tracks + group[counts[g] - 1];
+            Track *last = c->tracks + group[counts[g] - 1];
             const int64_t *limit = map_find(&flips, last->device, last->stream);
             if (limit != NULL && last->ts >= (uint64_t)*limit) {
-                fail(c, F_WRAPPED, PyTuple_GetItem(last->rec, 6));
+                fail(c, F_WRAPPED, track_obj(last, O_STREAM));
                 goto done;
             }
             at += counts[g];
@@ -900,14 +1049,48 @@ done:
     PyMem_Free(starts);
     PyMem_Free(c->nodes);
     PyMem_Free(c->basics);
+    if (c->tracks != NULL && c->own_track_objs) {
+        for (Py_ssize_t i = 0; i < c->ntracks; i++) {
+            for (int j = 0; j < 4; j++) {
+                Py_XDECREF(c->tracks[i].obj[j]);
+            }
+        }
+    }
     PyMem_Free(c->tracks);
     return rc;
+}
+
+/* A Source of list (records) or bytes (raw records of size bytes each, a torn head dropped as
+ * the decoders drop it). 0: neither (the caller falls back); -1: error. */
+static int
+source(PyObject *obj, Py_ssize_t size, Source *src)
+{
+    src->size = size;
+    if (PyList_Check(obj)) {
+        src->list = obj;
+        src->buf = NULL;
+        src->n = PyList_Size(obj);
+        return 1;
+    }
+    if (!PyBytes_Check(obj)) {
+        return 0;
+    }
+    char *data;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(obj, &data, &len) < 0) {
+        return -1;
+    }
+    src->list = NULL;
+    src->buf = (const unsigned char *)data + len % size;
+    src->n = len / size;
+    return 1;
 }
 
 PyDoc_STRVAR(host_tables_doc,
              "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, /)\n--\n\n"
              "The host tasks and GE tasks of a run as two lists (see asc_aprof._raw._host), or None\n"
-             "when a record is not what the decoders make.");
+             "when a record is not what the decoders make. apis, basics and tracks are lists of\n"
+             "records or the bytes of their files (checked records, read in place).");
 
 static PyObject *
 host_tables(PyObject *self, PyObject *args)
@@ -923,11 +1106,16 @@ host_tables(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "host_tables: lookups must be a tuple of 11");
         return NULL;
     }
-    if (!PyList_Check(apis) || !PyList_Check(basics) || !PyList_Check(tensors) || !PyList_Check(tracks)) {
+    Source api_src, basic_src, track_src;
+    int ok;
+    if ((ok = source(apis, 40, &api_src)) <= 0 || (ok = source(basics, 64, &basic_src)) <= 0 ||
+        (ok = source(tracks, 64, &track_src)) <= 0 || !(ok = PyList_Check(tensors))) {
+        if (ok < 0) {
+            return NULL;
+        }
         Py_RETURN_NONE;
     }
-    Py_ssize_t sizes = PyList_Size(apis) + PyList_Size(basics) + PyList_Size(tensors) + PyList_Size(tracks);
-    if (sizes >= INT32_MAX / 2) {
+    if (api_src.n + basic_src.n + PyList_Size(tensors) + track_src.n >= INT32_MAX / 2) {
         Py_RETURN_NONE; /* indexes are int32 */
     }
     Ctx c;
@@ -952,7 +1140,7 @@ host_tables(PyObject *self, PyObject *args)
     c.ge_out = PyList_New(0);
     PyObject *result = NULL;
     if (c.zero && c.keep && c.host_out && c.ge_out) {
-        int rc = tables(&c, apis, basics, tensors, tracks, all_export);
+        int rc = tables(&c, &api_src, &basic_src, tensors, &track_src, all_export);
         if (rc == 0) {
             result = PyTuple_Pack(2, c.host_out, c.ge_out);
         }
@@ -968,8 +1156,46 @@ host_tables(PyObject *self, PyObject *args)
     return result;
 }
 
+PyDoc_STRVAR(in_place_doc,
+             "in_place(data, size, api, /)\n--\n\n"
+             "Whether host_tables may read the size-byte host records of data (bytes) in place: a\n"
+             "little-endian host and every record with the host magic and a known level (api: and\n"
+             "no event record, end = all ones), so that its decoder would decline none of them.");
+
+static PyObject *
+in_place(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t size;
+    int api;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Onp:in_place", &data, &size, &api)) {
+        return NULL;
+    }
+    if (!PyBytes_Check(data) || size < 32) {
+        PyErr_SetString(PyExc_TypeError, "in_place: data must be bytes and size at least 32");
+        return NULL;
+    }
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(data, &buf, &len) < 0) {
+        return NULL;
+    }
+    if (!little_endian()) {
+        Py_RETURN_FALSE;
+    }
+    const unsigned char *p = (const unsigned char *)buf + len % size;
+    for (Py_ssize_t i = 0, n = len / size; i < n; i++, p += size) {
+        if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2)) || (api && le(p + 24, 8) == UINT64_MAX)) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"host_tables", host_tables, METH_VARARGS, host_tables_doc},
+    {"in_place", in_place, METH_VARARGS, in_place_doc},
     {NULL, NULL, 0, NULL},
 };
 

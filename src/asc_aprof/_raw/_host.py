@@ -20,26 +20,33 @@ from typing import Any, Final, NamedTuple, NoReturn
 
 from ._decode import (
     ACL_API_GROUPS,
+    API_EVENT_SIZE,
     GE_TASK_TYPES,
+    HOST_COMPACT_SIZE,
     LEVELS,
     ApiRecord,
     ContextRecord,
     HeaderRecord,
     NodeBasicRecord,
     TaskTrackRecord,
+    api_records,
+    api_starts,
+    node_basic_records,
+    task_track_records,
 )
 from ._types import DeclinedError, DeclineReason
 
 
-def _load_accelerator() -> Callable[..., Any] | None:
+def _load_accelerator() -> tuple[Callable[..., Any], Callable[[bytes, int, bool], bool]] | None:
     try:
-        from ._chost import host_tables as c_host_tables
+        from ._chost import host_tables, in_place
     except ImportError:  # built without a compiler: the extension is optional
         return None
-    return c_host_tables
+    return host_tables, in_place
 
 
-_C_HOST_TABLES: Final = _load_accelerator()
+_C: Final = _load_accelerator()
+_C_HOST_TABLES: Final = _C[0] if _C is not None else None
 
 
 def accelerated_default() -> bool:
@@ -371,7 +378,12 @@ class _Tables:
 
 
 class HostRecords:
-    """The decoded host files of a run, ready for :func:`host_tables`."""
+    """The decoded host files of a run, ready for :func:`host_tables`.
+
+    :meth:`take` of an api_event, task_track or node_basic_info file decodes it, or, where the
+    C loops will read it and its decoder would decline nothing, keeps its bytes for them to read
+    in place (``in_place``; :meth:`decode_in_place` turns them into records for the pure loops).
+    """
 
     def __init__(self, hashes: dict[str, str], types: dict[str, dict[str, str]]) -> None:
         self.hashes = hashes
@@ -381,12 +393,42 @@ class HostRecords:
         self.tensors: list[HeaderRecord] = []
         self.contexts: list[ContextRecord] = []
         self.tracks: list[TaskTrackRecord] = []
+        self.in_place: dict[str, bytes] = {}  # "apis", "tracks", "node_basics": raw file bytes
+
+    def take(self, kind: str, data: bytes) -> None:
+        """The records of *kind* (``apis``, ``tracks`` or ``node_basics``) from their file's bytes;
+        raises what their decoder raises."""
+        decode, size = _IN_PLACE[kind]
+        if _C is not None and accelerated_default() and _C[1](data, size, kind == "apis"):
+            self.in_place[kind] = data
+        else:
+            setattr(self, kind, decode(data))
+
+    def has(self, kind: str) -> bool:
+        """Whether there is a record of *kind* (without decoding one)."""
+        data = self.in_place.get(kind)
+        if data is None:
+            return bool(getattr(self, kind))
+        return api_starts(data) if kind == "apis" else len(data) >= HOST_COMPACT_SIZE
+
+    def decode_in_place(self) -> None:
+        for kind, data in self.in_place.items():
+            setattr(self, kind, _IN_PLACE[kind][0](data))
+        self.in_place.clear()
 
     def type_name(self, level: int, number: int) -> str:
         return self.types.get(LEVELS[level], {}).get(str(number), str(number))
 
     def name(self, value: int) -> str:
         return self.hashes.get(str(value), str(value))
+
+
+#: Per kind of records :meth:`HostRecords.take` may keep in place: its decoder and record size.
+_IN_PLACE: Final[dict[str, tuple[Callable[[bytes], list[Any]], int]]] = {
+    "apis": (api_records, API_EVENT_SIZE),
+    "tracks": (task_track_records, HOST_COMPACT_SIZE),
+    "node_basics": (node_basic_records, HOST_COMPACT_SIZE),
+}
 
 
 def _api_struct_type(records: HostRecords, api_level: int, struct_type: int) -> str:
@@ -490,11 +532,12 @@ def host_tables(
             raise RuntimeError(
                 "asc_aprof._raw._chost is not built: only the pure-Python host loops are available"
             )
+        in_place = records.in_place
         found = _C_HOST_TABLES(
-            records.apis,
-            records.node_basics,
+            in_place.get("apis", records.apis),
+            in_place.get("node_basics", records.node_basics),
             records.tensors,
-            records.tracks,
+            in_place.get("tracks", records.tracks),
             level0,
             all_export,
             _c_lookups(records),
@@ -506,6 +549,7 @@ def host_tables(
 
 def _host_tables_py(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
     """:func:`host_tables` in Python: the reference of the C loops, and their fallback."""
+    records.decode_in_place()
     threads: dict[int, list[_Entry]] = {}
     seq = 0
     # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
