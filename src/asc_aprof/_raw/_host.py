@@ -8,6 +8,16 @@ and walks the tree: every ``task_track`` record becomes a *host task* (stream, t
 context ids, runtime type, kernel name), and a kernel's record also a *GE task* (op name, GE
 task type, block dims) taken from the enclosing node launch. This module does that walk for the
 levels real runs use (ACL calls, node launches and runtime tasks) and declines anything else.
+
+Speed: the optional C extension ``_chost`` (built at install where a compiler is there) runs the
+same loops: :meth:`HostRecords.take` checks a whole api_event / task_track / node_basic_info
+file in C for what its decoder would decline and, where nothing, keeps the bytes, which
+``_chost.host_tables`` reads in place (no record objects). Everything that depends on a table
+(names, types, skipped calls) is asked of the lookups :func:`_c_lookups` gives, once per
+distinct key, and every decline is raised by :func:`_fail` from the one message table the pure
+loops use, so tables and errors are the pure loops'. :func:`_host_tables_py` is the reference
+and the fallback: no extension, ``ASC_APROF_PURE_PYTHON=1`` (the switch the CSV parser's C row
+loop reads too), or records the decoders would not make (C returns None for them).
 """
 
 from __future__ import annotations
