@@ -1,13 +1,15 @@
 /* asc_aprof._raw._chost: the raw reader's host call tree in C (an optional accelerator).
  *
- * One function, host_tables(), does what _host._host_tables_py does with a run's decoded host
- * records (lists of api_event, node_basic_info, tensor_info and task_track record tuples):
- * the runtime tasks in the exporter's order (flips counted, groups sorted), every thread's
- * queue sorted by (time, level, order added), the call tree built and walked in one pass, and
- * the host tasks and GE tasks made from each task record and its node launch. It returns the two
+ * host_tables() does what _host._host_tables_py does with a run's host records (lists of
+ * api_event, node_basic_info, tensor_info and task_track record tuples; or, for all but
+ * tensor_info, the bytes of their files, read in place without making a record object): the
+ * runtime tasks in the exporter's order (flips counted, groups sorted), every thread's queue
+ * sorted by (time, level, order added), the call tree built and walked in one pass, and the
+ * host tasks and GE tasks made from each task record and its node launch. It returns the two
  * lists, or None when a record is not what the decoders make (not a list of tuples of the
  * expected size, a field that is not an int in [0, 2**64)): Python then runs its own loops,
- * which say what is wrong.
+ * which say what is wrong. in_place() tells whether a file's bytes may be handed over as they
+ * are: every record one its decoder keeps or drops without a decline.
  *
  * Everything that depends on a name or a table (type names, kernel and node names, GE types,
  * which api_event calls are skipped) is asked of Python through the callbacks in `lookups`, once
