@@ -67,7 +67,14 @@ setup(
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
-        )
+        ),
+        Extension(
+            "asc_aprof._raw._chost",
+            ["src/asc_aprof/_raw/_chost.c"],
+            optional=True,
+            define_macros=[("Py_LIMITED_API", "0x030A0000")],
+            py_limited_api=True,
+        ),
     ],
     cmdclass={"build_ext": BuildExtWithSimulator},
 )
