@@ -64,6 +64,7 @@ setup(
         Extension(
             "asc_aprof._cparser",
             ["src/asc_aprof/_cparser.c"],
+            depends=["src/asc_aprof/_record_new.h"],
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
@@ -71,6 +72,7 @@ setup(
         Extension(
             "asc_aprof._raw._chost",
             ["src/asc_aprof/_raw/_chost.c"],
+            depends=["src/asc_aprof/_record_new.h"],
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,

@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_record_new.h"
+
 /* Queue levels (as _host.py numbers them) and the codes _host._api_level returns. */
 enum { ROOT = 0, ACL = 1, NODE = 3, TASK = 5, SKIPPED = -1, OTHER_LEVEL = -2 };
 /* Entry kinds. */
@@ -488,16 +490,12 @@ merge_sort(int32_t *a, int32_t *tmp, Py_ssize_t n, Less less, const void *ctx)
 static int
 emit(Ctx *c, PyObject *out, PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
 {
-    PyObject *rec = alloc((PyTypeObject *)cls, n);
-    if (rec == NULL) {
-        return -1;
-    }
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_INCREF(items[j]);
-        if (PyTuple_SetItem(rec, j, items[j]) < 0) {
-            Py_DECREF(rec);
-            return -1;
-        }
+    }
+    PyObject *rec = record_new((PyTypeObject *)cls, alloc, items, n);
+    if (rec == NULL) {
+        return -1;
     }
     if (c->untrack) {
         PyObject_GC_UnTrack(rec);
@@ -1201,7 +1199,18 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+module_exec(PyObject *m)
+{
+    if (record_new_init() < 0) {
+        return -1;
+    }
+    /* how records are built here (see _record_new.h): tests read it */
+    return PyModule_AddIntConstant(m, "RECORDS_VIA_NEW", record_via_new);
+}
+
 static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
     {0, NULL},
 };
 

@@ -13,3 +13,6 @@ def host_tables(
     /,
 ) -> tuple[list[object], list[object]] | None: ...
 def in_place(data: bytes, size: int, api: bool, /) -> bool: ...
+
+#: 1 where records are built through tuple.__new__ (CPython >= 3.14, or ASC_APROF_RECORDS_VIA_NEW=1)
+RECORDS_VIA_NEW: int
