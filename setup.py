@@ -1,4 +1,4 @@
-"""Build hooks: the optional C accelerators (the CSV row loop, the raw reader's device loops) and
+"""Build hooks: the optional C accelerators (the CSV row loop, the raw reader's host and device loops)
 the simulated libmsprofiler.so; metadata is in pyproject.toml.
 
 Both are optional: where they cannot be compiled (no compiler, no Python headers), the install
@@ -65,6 +65,15 @@ setup(
         Extension(
             "asc_aprof._cparser",
             ["src/asc_aprof/_cparser.c"],
+            depends=["src/asc_aprof/_record_new.h"],
+            optional=True,
+            define_macros=[("Py_LIMITED_API", "0x030A0000")],
+            py_limited_api=True,
+        ),
+        Extension(
+            "asc_aprof._raw._chost",
+            ["src/asc_aprof/_raw/_chost.c"],
+            depends=["src/asc_aprof/_record_new.h"],
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             py_limited_api=True,
@@ -72,6 +81,7 @@ setup(
         Extension(
             "asc_aprof._raw._cdevice",
             ["src/asc_aprof/_raw/_cdevice.c"],
+            depends=["src/asc_aprof/_record_new.h"],
             optional=True,
             define_macros=[("Py_LIMITED_API", "0x030A0000")],
             # Python rounds after every float operation: no fused multiply-adds.

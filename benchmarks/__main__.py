@@ -39,7 +39,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--reps", type=int, help="repetitions per parse contender (3; quick: 2)")
     parser.add_argument(
-        "--only", help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})"
+        "--only",
+        help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)}); "
+        "writes no RESULTS.md unless --out",
     )
     parser.add_argument("--out", type=Path, help=f"where to write the report (default: {DEFAULT_OUT})")
     parser.add_argument("--data-dir", type=Path, help="keep generated CSVs here (default: a temporary dir)")
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(
             f"unknown sections: {', '.join(sorted(unknown))} (choose from {', '.join(SECTIONS)})"
         )
-    out_path = args.out if args.out is not None else (None if cfg.quick else DEFAULT_OUT)
+    # A partial run never replaces the whole RESULTS.md (its other sections are kept by hand).
+    out_path = args.out if args.out is not None else (None if cfg.quick or args.only else DEFAULT_OUT)
     raw_argv = sys.argv[1:] if argv is None else argv
     command = shlex.join(["python", "-m", "benchmarks", *raw_argv])
     env = environment()
@@ -165,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         out_path.write_text(report, encoding="utf-8")
         print(f"\nwrote {out_path} ({total / 60:.1f} min)")
     else:
-        print(f"\nquick run: no report written (pass --out PATH to keep one); {total / 60:.1f} min")
+        what = "quick run" if cfg.quick else "partial run (--only)"
+        print(f"\n{what}: no report written (pass --out PATH to keep one); {total / 60:.1f} min")
     return 0
 
 

@@ -17,12 +17,20 @@ ray = pytest.importorskip("ray")
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from asc_aprof import BenchConfig, CandidateStatus, TuneStop, sim  # noqa: E402
+from asc_aprof import (  # noqa: E402
+    BenchConfig,
+    CandidateStatus,
+    SweepItem,
+    TuneStop,
+    UsageError,
+    sim,
+)
 from asc_aprof._report import load_json  # noqa: E402
 from asc_aprof._tune import race  # noqa: E402
 from asc_aprof.ray_sweep import (  # noqa: E402
     NOSET_VARIABLE,
     Node,
+    NodeActors,
     NodeLost,
     deal,
     merge_report,
@@ -206,3 +214,96 @@ async def test_cancelling_an_async_tune_kills_its_actors(cluster: list[Node]) ->
     # the NPUs are free again: a new tune gets both nodes' actors scheduled and finishes
     result = await ray_tune_async(range(2), tile, simulate=True, cache=False)
     assert result.best == 1
+
+
+# -- kept actors -----------------------------------------------------------------------------------------
+def pids(items: list[SweepItem[int]]) -> set[str]:
+    return {pid_of(i.result.run_id) for i in items if i.result is not None}
+
+
+def test_kept_actors_serve_several_sweeps_and_a_tune(cluster: list[Node], tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    with NodeActors() as actors:
+        assert actors.nodes == tuple(cluster)
+        with ray_sweep(range(16), launch, simulate=True, actors=actors) as items:
+            first = list(items)
+        with ray_sweep(range(16), launch, simulate=True, actors=actors) as items:
+            second = list(items)
+        assert [i.error for i in first + second if i.error is not None] == []
+        assert len(pids(first)) == 2 and pids(first) == pids(second)  # the same two processes
+        result = ray_tune(range(len(SPEEDS)), logged(log), simulate=True, cache=False, seed=2, actors=actors)
+        assert result.best == 1
+        assert {f"{int(line.split()[0]):08d}" for line in log.read_text().splitlines()} == pids(first)
+        assert actors.lost == {}
+    # closed: the actors are gone and their NPUs free for a new sweep
+    with ray_sweep(range(4), launch, simulate=True) as items:
+        got = list(items)
+    assert not pids(got) & pids(first)
+    with pytest.raises(UsageError, match="closed"):
+        ray_sweep(range(4), launch, actors=actors).__enter__()
+
+
+def test_one_call_at_a_time_on_kept_actors(cluster: list[Node]) -> None:
+    with NodeActors() as actors:
+        with ray_sweep(range(4), launch, simulate=True, actors=actors) as items:
+            with pytest.raises(UsageError, match="one call at a time"):
+                ray_tune(range(2), tile, simulate=True, cache=False, actors=actors)
+            assert len(list(items)) == 4
+        with pytest.raises(UsageError, match="nodes= and env="):
+            ray_sweep(range(4), launch, nodes=cluster, actors=actors).__enter__()
+
+
+def counted(log: Path) -> Callable[[int, int], None]:
+    def run(case: int, device: int) -> None:
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"{case}\n")
+        time.sleep(0.3)
+        launch(case, device)
+
+    return run
+
+
+def test_leaving_a_sweep_on_kept_actors_early_cancels_it(cluster: list[Node], tmp_path: Path) -> None:
+    log = tmp_path / "cases.log"
+    with NodeActors() as actors:
+        with ray_sweep(range(64), counted(log), simulate=True, actors=actors) as items:
+            first = next(items)
+        assert first.error is None
+        started = len(log.read_text().splitlines())
+        assert started < 64  # cancelled on the actors: the rest never started
+        time.sleep(1.0)
+        assert len(log.read_text().splitlines()) == started  # and nothing starts later
+        # the same actors run the next sweep at once, every case of it
+        with ray_sweep(range(8), launch, simulate=True, actors=actors) as items:
+            got = list(items)
+        assert sorted(i.case for i in got) == list(range(8))
+        assert [i.error for i in got] == [None] * 8
+        assert first.result is not None
+        assert pid_of(first.result.run_id) in pids(got) and len(pids(got)) == 2
+        assert actors.lost == {}
+
+
+def test_a_node_lost_on_kept_actors_stays_lost(cluster: list[Node]) -> None:
+    shares = deal(16, cluster)
+    dying = next(k for k, share in enumerate(shares) if 5 in share)
+    with NodeActors() as actors:
+        with ray_sweep(range(16), die_on_five, simulate=True, actors=actors) as items:
+            got = list(items)
+        assert 5 in {i.case for i in got if isinstance(i.error, NodeLost)}
+        assert list(actors.lost) == [cluster[dying]]
+        # later calls deal every case to the node left
+        with ray_sweep(range(8), launch, simulate=True, actors=actors) as items:
+            again = list(items)
+        assert [i.error for i in again] == [None] * 8
+        assert len(pids(again)) == 1
+
+
+async def test_cancelling_an_async_tune_on_kept_actors_keeps_them(cluster: list[Node]) -> None:
+    with NodeActors() as actors:
+        with anyio.move_on_after(3) as scope:
+            await ray_tune_async(range(len(SPEEDS)), slow_tile, simulate=True, cache=False, actors=actors)
+        assert scope.cancelled_caught
+        assert actors.lost == {}
+        # the round in flight ended on the actors; the same actors tune again
+        result = await ray_tune_async(range(2), tile, simulate=True, cache=False, actors=actors)
+        assert result.best == 1

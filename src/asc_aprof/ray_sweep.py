@@ -16,15 +16,25 @@ Theory of operation
   (round-robin over a list where each node appears once per NPU), so the split is known and
   deterministic; each node's sweep then balances its share over its NPUs.
 * **Streaming.** Each actor's ``sweep`` is a Ray streaming generator yielding ``(index,
-  SweepItem)`` as its local sweep produces them; the driver reads every node's stream in a
-  thread of its own and hands the items out in arrival order, with the driver's own case
-  objects, as :class:`~asc_aprof.SweepItem`. Device ids are node-local.
+  SweepItem)`` pairs as its local sweep produces them, every pair ready at once in one list (a
+  window's items come together, and one streamed object costs Ray more than its items); the
+  driver reads every node's stream in a thread of its own and hands the items out in arrival
+  order, with the driver's own case objects, as :class:`~asc_aprof.SweepItem`. Device ids are
+  node-local.
 * **A dying node.** When a node's stream fails (the actor or its node died), every case of that
   node not yet received becomes an item whose ``error`` is a :class:`NodeLost` naming the node
   and the cause; the other nodes go on.
 * **Cancellation.** Leaving the ``with`` block early (``break``, an exception, a
   KeyboardInterrupt) kills the actors; their collections die with their processes (raw data
   already written stays on the node's disk).
+* **Kept actors.** Starting the actors costs seconds per call (a new process per node
+  importing Ray, asc-aprof and the toolkit). :class:`NodeActors` starts them once for any
+  number of sweeps and tunes, one at a time. Each actor runs two calls at once, so that a sweep
+  left early is cancelled on the actor (``cancel_sweep``: bodies in flight finish, nothing new
+  starts) rather than by killing it; the driver drains the stream until it ends, at most
+  :data:`CANCEL_TIMEOUT` per node, then kills that actor. A tune left early lets its round in
+  flight end the same way. A node whose actor died or was killed is *lost*: later calls deal
+  their work over the others.
 * **One report.** :func:`merge_report` writes the items' results as one asc-aprof JSON report
   that ``asc-aprof compare`` and ``asc-aprof summary`` read.
 
@@ -54,17 +64,22 @@ import os
 import pickle
 import queue
 import threading
+import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import ray
+import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._async import SweepItem
 from ._bench import BenchConfig
-from ._errors import AprofError
+from ._errors import AprofError, UsageError
 from ._records import ProfilingResult
 from ._report import report
 from ._stats import run_kernel_stats
@@ -87,6 +102,8 @@ ConfigT = TypeVar("ConfigT")
 
 NOSET_VARIABLE: Final = "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"
 RESOURCE: Final = "NPU"
+#: Seconds a sweep left early waits for each kept actor's sweep to end before killing the actor.
+CANCEL_TIMEOUT: Final = 60.0
 
 
 class NodeLost(AprofError):
@@ -133,7 +150,17 @@ def _portable(error: BaseException | None) -> BaseException | None:
 
 
 class _NodeSweeper:
-    """The per-node actor: the local sweep over the NPUs Ray assigned to it."""
+    """The per-node actor: the local sweep over the NPUs Ray assigned to it.
+
+    It runs two calls at once (``max_concurrency=2``) so that :meth:`cancel_sweep` can reach a
+    running :meth:`sweep`; the driver never runs two sweeps or tunes on one actor at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # guarded by _lock: sweeps running now (their loop's token and cancel scope), and sweeps
+        # cancelled before they began
+        self._running: dict[str, tuple[Any, anyio.CancelScope]] = {}
+        self._cancelled: set[str] = set()
 
     def devices(self) -> list[int]:
         ids = ray.get_runtime_context().get_accelerator_ids().get(RESOURCE, [])
@@ -148,9 +175,8 @@ class _NodeSweeper:
         run: Callable[[Any, int], Any],
         bench: BenchConfig | None,
         simulate: bool,
-    ) -> Iterator[tuple[int, SweepItem[Any]]]:
-        import anyio
-
+        sweep_id: str = "",
+    ) -> Iterator[list[tuple[int, SweepItem[Any]]]]:
         from ._async import AsyncProfiler
 
         toolkit = None
@@ -168,15 +194,20 @@ class _NodeSweeper:
             def run_case(pair: tuple[int, Any], device: int) -> Any:
                 return run(pair[1], device)
 
-            async with profiler.sweep(cases, run_case, devices, bench=bench) as stream:
-                async for item in stream:
-                    index, case = item.case
-                    items.put(
-                        (
-                            index,
-                            SweepItem(case, item.device, item.result, _portable(item.error), item.bench),
-                        )
-                    )
+            with anyio.CancelScope() as scope:
+                with self._lock:
+                    if sweep_id in self._cancelled:
+                        scope.cancel()
+                    self._running[sweep_id] = (anyio.lowlevel.current_token(), scope)
+                try:
+                    async with profiler.sweep(cases, run_case, devices, bench=bench) as stream:
+                        async for item in stream:
+                            index, case = item.case
+                            error = _portable(item.error)
+                            items.put((index, SweepItem(case, item.device, item.result, error, item.bench)))
+                finally:
+                    with self._lock:
+                        del self._running[sweep_id]
 
         def body() -> None:
             try:
@@ -187,13 +218,35 @@ class _NodeSweeper:
                 items.put(None)
 
         threading.Thread(target=body, name="asc-aprof-node-sweep", daemon=True).start()
+        # Every item ready at once goes back as one object: a window's items arrive together,
+        # and each streamed object costs Ray far more CPU than pickling the item does.
         while True:
             got = items.get()
+            batch: list[tuple[int, SweepItem[Any]]] = []
+            while isinstance(got, tuple):
+                batch.append(got)
+                try:
+                    got = items.get_nowait()
+                except queue.Empty:
+                    break
+            if batch:
+                yield batch
             if got is None:
                 return
             if isinstance(got, BaseException):
                 raise got
-            yield got
+
+    def cancel_sweep(self, sweep_id: str) -> None:
+        """Cancel sweep *sweep_id* (running or not yet begun): bodies in flight finish, nothing
+        new starts, its stream ends."""
+        with self._lock:
+            running = self._running.get(sweep_id)
+            if running is None:
+                self._cancelled.add(sweep_id)
+                return
+        token, scope = running
+        with contextlib.suppress(RuntimeError):  # its loop ended meanwhile
+            anyio.from_thread.run_sync(scope.cancel, token=token)
 
     # -- tune: the candidates stay on the actor; each round sends only the requests --------------------
     def setup_tune(
@@ -243,9 +296,101 @@ def _start_actors(chosen: Sequence[Node], env: dict[str, str] | None) -> list[An
             scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, soft=False),
             runtime_env={"env_vars": actor_env},
             max_restarts=0,
+            max_concurrency=2,
         ).remote()
         for node in chosen
     ]
+
+
+class NodeActors:
+    """One actor per node with NPUs, kept for several sweeps and tunes.
+
+    ``with NodeActors() as actors:`` then ``ray_sweep(cases, run, actors=actors)`` or
+    ``ray_tune(configs, run, actors=actors)`` as often as needed: each call uses these actors
+    instead of starting (and at its end killing) its own, which costs seconds per call (a new
+    Python process per node importing Ray, asc-aprof and the toolkit). *nodes* defaults to
+    :func:`npu_nodes`; *env* adds environment variables to the actors. One sweep or tune at a
+    time (another one raises :class:`~asc_aprof.UsageError`). A node whose actor dies, or does
+    not end a sweep left early within :data:`CANCEL_TIMEOUT`, is :attr:`lost`: later calls deal
+    their work over the others. Leaving the block (or :meth:`close`) kills the actors.
+    """
+
+    def __init__(self, nodes: Sequence[Node] | None = None, *, env: dict[str, str] | None = None) -> None:
+        chosen = list(npu_nodes() if nodes is None else nodes)
+        if not chosen:
+            raise AprofError("no live Ray node has the resource 'NPU' (ray.init() first?)")
+        #: the nodes, in the order of the actors
+        self.nodes: tuple[Node, ...] = tuple(chosen)
+        self._handles = _start_actors(chosen, env)
+        self._lock = threading.Lock()
+        self._lost: dict[int, str] = {}  # guarded by _lock: node position -> why it is gone
+        self._in_use = ""  # guarded by _lock: the call running on the actors, "" when none
+        self._closed = False  # guarded by _lock
+
+    @property
+    def lost(self) -> dict[Node, str]:
+        """The nodes lost so far, and why."""
+        with self._lock:
+            return {self.nodes[k]: why for k, why in self._lost.items()}
+
+    def live(self) -> list[int]:
+        """Positions (in :attr:`nodes`) of the nodes not lost."""
+        with self._lock:
+            return [k for k in range(len(self.nodes)) if k not in self._lost]
+
+    def handle(self, k: int) -> Any:
+        return self._handles[k]
+
+    def mark_lost(self, k: int, why: str, *, kill: bool = False) -> None:
+        """Node *k* is gone (the first reason stays); *kill* also kills its actor."""
+        with self._lock:
+            self._lost.setdefault(k, why)
+        if kill:
+            ray.kill(self._handles[k], no_restart=True)
+
+    @contextlib.contextmanager
+    def using(self, what: str) -> Iterator[None]:
+        """Run *what* (a sweep or a tune) on the actors: one at a time, never after :meth:`close`."""
+        with self._lock:
+            if self._closed:
+                raise UsageError(f"{what}: these NodeActors were closed")
+            if self._in_use:
+                raise UsageError(f"{what}: these NodeActors are running {self._in_use}; one call at a time")
+            self._in_use = what
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._in_use = ""
+
+    def close(self) -> None:
+        """Kill the actors (idempotent); their collections die with them."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        for actor in self._handles:
+            ray.kill(actor, no_restart=True)
+
+    def __enter__(self) -> NodeActors:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _own_actors(
+    what: str, actors: NodeActors | None, nodes: Sequence[Node] | None, env: dict[str, str] | None
+) -> tuple[NodeActors, bool]:
+    """The call's actors and whether the call owns them (started here, killed at its end)."""
+    if actors is None:
+        chosen = list(npu_nodes() if nodes is None else nodes)
+        if not chosen:
+            raise AprofError(f"{what}: no live Ray node has the resource 'NPU' (ray.init() first?)")
+        return NodeActors(chosen, env=env), True
+    if nodes is not None or env is not None:
+        raise UsageError(f"{what}: pass nodes= and env= to NodeActors(), not with actors=")
+    return actors, False
 
 
 @contextlib.contextmanager
@@ -257,6 +402,7 @@ def ray_sweep(
     simulate: bool = False,
     nodes: Sequence[Node] | None = None,
     env: dict[str, str] | None = None,
+    actors: NodeActors | None = None,
 ) -> Iterator[Iterator[SweepItem[CaseT]]]:
     """Profile (or with *bench*, benchmark) every case on the cluster's NPUs; items as they finish.
 
@@ -265,37 +411,64 @@ def ray_sweep(
     cases are pickled with Ray's cloudpickle). *simulate* runs the simulated toolkit in every
     actor (tests, demos); *env* adds environment variables to the actors. *nodes* defaults to
     :func:`npu_nodes`. Cases of a node that dies come back as items with a :class:`NodeLost`
-    error. Leaving the block early kills the actors.
+    error. *actors*: kept :class:`NodeActors` to run on (instead of *nodes* and *env*).
+
+    Leaving the block early kills the actors; with *actors*, it cancels their sweeps instead
+    (bodies in flight finish, nothing new starts) and waits for them to end, at most
+    :data:`CANCEL_TIMEOUT` per node before that node's actor is killed and the node lost.
     """
     listed = list(cases)
-    chosen = list(npu_nodes() if nodes is None else nodes)
-    if not chosen:
-        raise AprofError("ray_sweep(): no live Ray node has the resource 'NPU' (ray.init() first?)")
+    fleet, owned = _own_actors("ray_sweep()", actors, nodes, env)
+    try:
+        with fleet.using("ray_sweep()"):
+            yield from _sweep_on(fleet, owned, listed, run, bench, simulate)
+    finally:
+        if owned:
+            fleet.close()
+
+
+def _sweep_on(
+    fleet: NodeActors,
+    owned: bool,
+    listed: list[CaseT],
+    run: Callable[[CaseT, int], Any],
+    bench: BenchConfig | None,
+    simulate: bool,
+) -> Iterator[Iterator[SweepItem[CaseT]]]:
+    live = fleet.live()
+    if not live:
+        raise AprofError(f"ray_sweep(): every node of these NodeActors was lost: {fleet.lost}")
+    chosen = [fleet.nodes[k] for k in live]
     shares = deal(len(listed), chosen)
-    actors = _start_actors(chosen, env)
+    sweep_id = uuid.uuid4().hex
     out: queue.Queue[tuple[int, SweepItem[Any]] | None] = queue.Queue()
     stopping = threading.Event()
 
-    def read(k: int) -> None:
-        share = shares[k]
+    def read(n: int) -> None:
+        k, share = live[n], shares[n]
         received: set[int] = set()
         try:
             if share:
                 stream = (
-                    actors[k]
+                    fleet.handle(k)
                     .sweep.options(num_returns="streaming")
-                    .remote([(i, listed[i]) for i in share], run, bench, simulate)
+                    .remote([(i, listed[i]) for i in share], run, bench, simulate, sweep_id)
                 )
                 for ref in stream:
-                    index, item = ray.get(ref)
-                    received.add(index)
-                    out.put((index, item))
+                    got = ray.get(ref)
                     if stopping.is_set():
-                        return
+                        continue  # nobody reads them; the stream ends once the sweep is cancelled
+                    for index, item in got:
+                        received.add(index)
+                        out.put((index, item))
         except Exception as exc:
+            node = chosen[n]
+            why = f"{type(exc).__name__}: {exc}"
+            if not owned and isinstance(exc, ray.exceptions.RayActorError):
+                fleet.mark_lost(k, why)
             lost = NodeLost(
-                f"node {chosen[k].node_id} ({chosen[k].address}) was lost with "
-                f"{len(share) - len(received)} case(s) unfinished: {type(exc).__name__}: {exc}"
+                f"node {node.node_id} ({node.address}) was lost with "
+                f"{len(share) - len(received)} case(s) unfinished: {why}"
             )
             for index in share:
                 if index not in received:
@@ -303,7 +476,7 @@ def ray_sweep(
         finally:
             out.put(None)
 
-    readers = [threading.Thread(target=read, args=(k,), daemon=True) for k in range(len(chosen))]
+    readers = [threading.Thread(target=read, args=(n,), daemon=True) for n in range(len(live))]
     for reader in readers:
         reader.start()
 
@@ -321,76 +494,106 @@ def ray_sweep(
         yield items()
     finally:
         stopping.set()
-        for actor in actors:
-            ray.kill(actor, no_restart=True)
+        if not owned:  # owned actors are killed, which ends their streams
+            _cancel_sweeps(fleet, live, readers, sweep_id)
+
+
+def _cancel_sweeps(
+    fleet: NodeActors, live: list[int], readers: list[threading.Thread], sweep_id: str
+) -> None:
+    """Cancel the kept actors' unfinished sweeps and wait for their streams to end (bounded)."""
+    running = [(k, reader) for k, reader in zip(live, readers, strict=True) if reader.is_alive()]
+    for k, _ in running:
+        fleet.handle(k).cancel_sweep.remote(sweep_id)
+    deadline = time.monotonic() + CANCEL_TIMEOUT
+    for k, reader in running:
+        reader.join(max(0.0, deadline - time.monotonic()))
+        if reader.is_alive():
+            fleet.mark_lost(k, f"its sweep did not end within {CANCEL_TIMEOUT:g} s of leaving", kill=True)
 
 
 # -- tune over the cluster ----------------------------------------------------------------------------------
 class _Fleet:
-    """The tune's actors: which are alive, a round dealt over the live ones, lost nodes' outcomes."""
+    """A tune's view of its actors: a round dealt over the live ones, lost nodes' outcomes, and
+    the rounds in flight (waited for, or their actors killed, when a tune on kept actors ends early)."""
 
     def __init__(
         self,
-        chosen: Sequence[Node],
-        env: dict[str, str] | None,
+        actors: NodeActors,
+        owned: bool,
         configs: list[Any],
         run: Callable[[Any, int], object],
         flush: Callable[[int], object] | None,
         warmup: int,
         simulate: bool,
     ) -> None:
-        self.nodes = list(chosen)
-        self.actors = _start_actors(self.nodes, env)
-        self.lost: dict[int, str] = {}  # node position -> why; only the driver's thread touches it
-        try:
-            ray.get([a.setup_tune.remote(configs, run, flush, warmup, simulate) for a in self.actors])
-        except BaseException:
-            self.kill()
-            raise
+        self.actors = actors
+        self.owned = owned
+        self.in_flight: dict[int, Any] = {}  # node position -> its round's reference (driver thread only)
+        live = actors.live()
+        refs = [actors.handle(k).setup_tune.remote(configs, run, flush, warmup, simulate) for k in live]
+        for k, ref in zip(live, refs, strict=True):
+            try:
+                ray.get(ref)
+            except ray.exceptions.RayActorError as exc:  # the actor died; anything else is raised
+                self._lose(k, f"{type(exc).__name__}: {exc}")
+        if not actors.live():
+            raise AprofError(f"ray_tune(): no live Ray node with NPUs is left: {actors.lost}")
+
+    def _lose(self, k: int, why: str) -> None:
+        node = self.actors.nodes[k]
+        self.actors.mark_lost(k, f"node {node.node_id} ({node.address}): {why}")
 
     def platform(self) -> Any:
-        return self.actors[0].platform.remote()
+        return self.actors.handle(self.actors.live()[0]).platform.remote()
 
     def submit(self, requests: Sequence[Request]) -> list[tuple[int, list[Request], Any]]:
         """Deal *requests* over the live nodes by NPU count: (node position, its share, its reference)."""
-        live = [k for k in range(len(self.nodes)) if k not in self.lost]
+        live = self.actors.live()
         if not live:
             return [(-1, list(requests), None)]
-        shares = deal(len(requests), [self.nodes[k] for k in live])
-        return [
-            (k, share, self.actors[k].measure.remote(share))
+        shares = deal(len(requests), [self.actors.nodes[k] for k in live])
+        submitted = [
+            (k, share, self.actors.handle(k).measure.remote(share))
             for k, share in zip(live, ([requests[i] for i in s] for s in shares), strict=True)
             if share
         ]
+        self.in_flight = {k: ref for k, _, ref in submitted}
+        return submitted
 
     def outcomes(self, k: int, share: Sequence[Request], get: Callable[[], Any]) -> dict[int, Outcome]:
         """*get()* the node's outcomes; a node that died (or none left) fails its share with NodeLost."""
         if k < 0:
-            why = "; ".join(self.lost.values()) or "no node"
+            why = "; ".join(self.actors.lost.values()) or "no node"
             lost = NodeLost(f"no live Ray node with NPUs is left ({why})")
             return {r.index: lost for r in share}
         try:
             return dict(get())
         except Exception as exc:
-            node = self.nodes[k]
-            self.lost[k] = f"node {node.node_id} ({node.address}): {type(exc).__name__}: {exc}"
+            node = self.actors.nodes[k]
+            self._lose(k, f"{type(exc).__name__}: {exc}")
             lost = NodeLost(f"node {node.node_id} ({node.address}) was lost measuring this round: {exc}")
             return {r.index: lost for r in share}
+        finally:
+            self.in_flight.pop(k, None)
 
-    def kill(self) -> None:
-        for actor in self.actors:
-            ray.kill(actor, no_restart=True)
+    def end(self) -> None:
+        """After the tune (returned, failed or cancelled), kept actors finish the round in
+        flight (a bounded wait) or are killed and lost; owned ones are killed by the caller."""
+        if self.owned or not self.in_flight:
+            return
+        refs = list(self.in_flight.values())
+        _, unfinished = ray.wait(refs, num_returns=len(refs), timeout=CANCEL_TIMEOUT)
+        for k, ref in self.in_flight.items():
+            if ref in unfinished:
+                self.actors.mark_lost(
+                    k, f"its tune round did not end within {CANCEL_TIMEOUT:g} s of leaving", kill=True
+                )
+        self.in_flight = {}
 
 
-def _tune_setup(
-    configs: Iterable[ConfigT],
-    nodes: Sequence[Node] | None,
-    options: dict[str, Any],
-) -> tuple[list[ConfigT], list[Node], Any]:
+def _tune_setup(configs: Iterable[ConfigT], options: dict[str, Any]) -> tuple[list[ConfigT], Any]:
     listed, _ = check_candidates(configs, None)
-    chosen = list(npu_nodes() if nodes is None else nodes)
-    if not chosen:
-        raise AprofError("ray_tune(): no live Ray node has the resource 'NPU' (ray.init() first?)")
     tune_options = TuneOptions(
         options.pop("rel_width", 0.02),
         options.pop("confidence", 0.95),
@@ -413,7 +616,7 @@ def _tune_setup(
         chip=options.get("chip"),
         cann=options.get("cann"),
     )
-    return listed, chosen, (plan, tune_options)
+    return listed, (plan, tune_options)
 
 
 def ray_tune(
@@ -424,6 +627,7 @@ def ray_tune(
     simulate: bool = False,
     nodes: Sequence[Node] | None = None,
     env: dict[str, str] | None = None,
+    actors: NodeActors | None = None,
     **options: Any,
 ) -> TuneResult[ConfigT]:
     """:meth:`Profiler.tune <asc_aprof.Profiler.tune>` with every round dealt over the cluster's NPUs.
@@ -435,26 +639,40 @@ def ray_tune(
     ``seed``, ``racing``, ``retune``, ``cache_dir``, ``chip``, ``cann``...); the cache lives on
     this (the driver's) machine. A failing candidate is a row; a node that dies fails its
     candidates of that round with :class:`NodeLost` and later rounds use the others.
+    *actors*: kept :class:`NodeActors` to run on (instead of *nodes* and *env*); the tune then
+    leaves them alive, and one left early (an exception, a KeyboardInterrupt) first lets its
+    round in flight end (at most :data:`CANCEL_TIMEOUT`, else those nodes' actors are killed).
     """
-    listed, chosen, (plan, tune_options) = _tune_setup(configs, nodes, dict(options))
-    fleet = _Fleet(chosen, env, listed, run, flush, tune_options.warmup, simulate)
+    listed, (plan, tune_options) = _tune_setup(configs, dict(options))
+    actors, owned = _own_actors("ray_tune()", actors, nodes, env)
     try:
-        outcome: Any = None
-        while True:
+        with actors.using("ray_tune()"):
+            fleet = _Fleet(actors, owned, listed, run, flush, tune_options.warmup, simulate)
             try:
-                step = plan.send(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(step, Probe):
-                outcome = ray.get(fleet.platform())
-            elif isinstance(step, FileIO):
-                outcome = step.action()
-            else:
-                outcome = {}
-                for k, share, ref in fleet.submit(step.requests):
-                    outcome.update(fleet.outcomes(k, share, functools.partial(ray.get, ref)))
+                return _drive_tune(plan, fleet)
+            finally:
+                fleet.end()
     finally:
-        fleet.kill()
+        if owned:
+            actors.close()
+
+
+def _drive_tune(plan: Any, fleet: _Fleet) -> TuneResult[Any]:
+    outcome: Any = None
+    while True:
+        try:
+            step = plan.send(outcome)
+        except StopIteration as stop:
+            result: TuneResult[Any] = stop.value
+            return result
+        if isinstance(step, Probe):
+            outcome = ray.get(fleet.platform())
+        elif isinstance(step, FileIO):
+            outcome = step.action()
+        else:
+            outcome = {}
+            for k, share, ref in fleet.submit(step.requests):
+                outcome.update(fleet.outcomes(k, share, functools.partial(ray.get, ref)))
 
 
 async def ray_tune_async(
@@ -465,36 +683,47 @@ async def ray_tune_async(
     simulate: bool = False,
     nodes: Sequence[Node] | None = None,
     env: dict[str, str] | None = None,
+    actors: NodeActors | None = None,
     **options: Any,
 ) -> TuneResult[ConfigT]:
     """:func:`ray_tune`, awaiting (asyncio or trio): Ray's blocking calls run in worker threads.
 
-    Cancelled: the actors are killed (their windows die with them, raw data already written stays
-    on the nodes' disks); nothing is cached or returned.
+    Cancelled: the actors it started are killed (their windows die with them, raw data already
+    written stays on the nodes' disks); kept *actors* instead finish the round in flight
+    (shielded, at most :data:`CANCEL_TIMEOUT`, else those nodes' actors are killed and lost)
+    and stay alive. Nothing is cached or returned.
     """
-    listed, chosen, (plan, tune_options) = _tune_setup(configs, nodes, dict(options))
-    fleet = await anyio.to_thread.run_sync(
-        functools.partial(_Fleet, chosen, env, listed, run, flush, tune_options.warmup, simulate)
-    )
+    listed, (plan, tune_options) = _tune_setup(configs, dict(options))
+    actors, owned = _own_actors("ray_tune_async()", actors, nodes, env)
 
     async def wait(ref: Any) -> Any:
         return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
 
     try:
-        outcome: Any = None
-        while True:
+        with actors.using("ray_tune_async()"):
+            fleet = await anyio.to_thread.run_sync(
+                functools.partial(_Fleet, actors, owned, listed, run, flush, tune_options.warmup, simulate)
+            )
             try:
-                step = plan.send(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            if isinstance(step, Probe):
-                outcome = await wait(fleet.platform())
-            elif isinstance(step, FileIO):
-                outcome = await anyio.to_thread.run_sync(step.action)
-            else:
-                outcome = await _round_async(fleet, step.requests, wait)
+                outcome: Any = None
+                while True:
+                    try:
+                        step = plan.send(outcome)
+                    except StopIteration as stop:
+                        result: TuneResult[ConfigT] = stop.value
+                        return result
+                    if isinstance(step, Probe):
+                        outcome = await wait(fleet.platform())
+                    elif isinstance(step, FileIO):
+                        outcome = await anyio.to_thread.run_sync(step.action)
+                    else:
+                        outcome = await _round_async(fleet, step.requests, wait)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(fleet.end)
     finally:
-        fleet.kill()
+        if owned:
+            actors.close()
 
 
 async def _round_async(
@@ -534,4 +763,15 @@ def merge_report(items: Iterable[SweepItem[Any]], path: str | os.PathLike[str]) 
     return target
 
 
-__all__ = ["Node", "NodeLost", "deal", "merge_report", "npu_nodes", "ray_sweep", "ray_tune", "ray_tune_async"]
+__all__ = [
+    "CANCEL_TIMEOUT",
+    "Node",
+    "NodeActors",
+    "NodeLost",
+    "deal",
+    "merge_report",
+    "npu_nodes",
+    "ray_sweep",
+    "ray_tune",
+    "ray_tune_async",
+]

@@ -322,6 +322,12 @@ def api_records(data: bytes) -> list[ApiRecord]:
     return _api_records(data)
 
 
+def api_starts(data: bytes) -> bool:
+    """Whether *data* has an API record :func:`api_records` keeps (one whose start is not 0)."""
+    view = memoryview(data)[len(data) % API_EVENT_SIZE :].cast("Q")
+    return any(view[2::5].tolist())
+
+
 def _api_records(data: bytes) -> list[ApiRecord]:
     """:func:`api_records` record by record: the reference, and where a record is declined."""
     out: list[ApiRecord] = []

@@ -8,26 +8,62 @@ and walks the tree: every ``task_track`` record becomes a *host task* (stream, t
 context ids, runtime type, kernel name), and a kernel's record also a *GE task* (op name, GE
 task type, block dims) taken from the enclosing node launch. This module does that walk for the
 levels real runs use (ACL calls, node launches and runtime tasks) and declines anything else.
+
+Speed: the optional C extension ``_chost`` (built at install where a compiler is there) runs the
+same loops: :meth:`HostRecords.take` checks a whole api_event / task_track / node_basic_info
+file in C for what its decoder would decline and, where nothing, keeps the bytes, which
+``_chost.host_tables`` reads in place (no record objects). Everything that depends on a table
+(names, types, skipped calls) is asked of the lookups :func:`_c_lookups` gives, once per
+distinct key, and every decline is raised by :func:`_fail` from the one message table the pure
+loops use, so tables and errors are the pure loops'. :func:`_host_tables_py` is the reference
+and the fallback: no extension, ``ASC_APROF_PURE_PYTHON=1`` (the switch the CSV parser's C row
+loop reads too), or records the decoders would not make (C returns None for them).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, NoReturn
 
 from ._decode import (
     ACL_API_GROUPS,
+    API_EVENT_SIZE,
     GE_TASK_TYPES,
+    HOST_COMPACT_SIZE,
     LEVELS,
     ApiRecord,
     ContextRecord,
     HeaderRecord,
     NodeBasicRecord,
     TaskTrackRecord,
+    api_records,
+    api_starts,
+    node_basic_records,
+    task_track_records,
 )
 from ._types import DeclinedError, DeclineReason
+
+
+def _load_accelerator() -> tuple[Callable[..., Any], Callable[[bytes, int, bool], bool]] | None:
+    try:
+        from ._chost import host_tables, in_place
+    except ImportError:  # built without a compiler: the extension is optional
+        return None
+    return host_tables, in_place
+
+
+_C: Final = _load_accelerator()
+_C_HOST_TABLES: Final = _C[0] if _C is not None else None
+
+
+def accelerated_default() -> bool:
+    """Whether :func:`host_tables` uses the C loops by default (``_chost`` is built and
+    ``ASC_APROF_PURE_PYTHON`` is not ``1``)."""
+    return _C_HOST_TABLES is not None and os.environ.get("ASC_APROF_PURE_PYTHON") != "1"
+
 
 ROOT, ACL, MODEL, NODE, HCCL, TASK = 0, 1, 2, 3, 4, 5
 #: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
@@ -86,6 +122,33 @@ _DEPTH_LIMIT: Final = 20
 # by time, then level, then the order they were added in: the exporter's stable sort.
 _API, _BASIC, _TENSOR, _TRACK, _CONTEXT = 0, 1, 2, 3, 4
 _SKIPPED, _OTHER_LEVEL = -1, -2  # api_event calls the queue leaves out, or declines
+
+# What the host side declines, by code: the pure loops raise ``_declined(code, value)``, the C
+# loops (``_chost``) the same error through ``_fail``, so reasons and messages cannot drift apart.
+_OTHER_API_LEVEL, _NESTED_NODE, _TOO_DEEP, _DPU, _BATCHED, _WRAPPED = range(6)
+_CONTEXTS_AT_LEVEL1, _NO_BASIC_AT_LEVEL1, _HCCL_NODE, _OUTSIDE_NODE = range(6, 10)
+_MESSAGES: Final = (
+    "api_event call at level {0!r} (only ACL and node are known)",
+    "a node launch inside another (HCCL AI CPU launch)",
+    "host calls nested deeper than the exporter follows",
+    "DPU task_track records",
+    "task_track batch ids other than 0",
+    "task ids of stream {0} wrapped around (batch ids after a flip are not verified)",
+    "node {0!r} with context ids (MIX/FFTS+) at task time level 1",
+    "node launch {0!r} has no node_basic_info at task time level 1",
+    "HCCL node {0!r}",
+    "kernel {0!r} launched outside a node launch at task time level 1",
+)
+
+
+def _declined(what: int, value: Any = None) -> DeclinedError:
+    if what == _OTHER_API_LEVEL:
+        return DeclinedError(DeclineReason.UNKNOWN_RECORD, _MESSAGES[what].format(LEVELS[value]))
+    return DeclinedError(DeclineReason.UNSUPPORTED, _MESSAGES[what].format(value))
+
+
+def _fail(what: int, value: Any = None) -> NoReturn:
+    raise _declined(what, value)
 
 
 class _Node:
@@ -168,13 +231,9 @@ def _chain(entries: list[_Entry]) -> list[tuple[_Track, _Node | None]]:
         if level == ACL and parent_level != ROOT:
             continue  # nested ACL calls take no part in the tree
         if level == NODE and parent_level == NODE:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED, "a node launch inside another (HCCL AI CPU launch)"
-            )
+            raise _declined(_NESTED_NODE)
         if len(levels) > _DEPTH_LIMIT:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED, "host calls nested deeper than the exporter follows"
-            )
+            raise _declined(_TOO_DEEP)
         if level == NODE:
             last_node = payload
             nodes.append(payload)
@@ -289,32 +348,24 @@ class _Tables:
             self._ge(track, item, NA, 0, 0)
             return
         if node is not None and node.contexts:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED, f"node {item!r} with context ids (MIX/FFTS+) at task time level 1"
-            )
+            raise _declined(_CONTEXTS_AT_LEVEL1, item)
         basic = node.basic if node is not None else None
         if basic is None:
             if node is not None and node.others:
                 # A node with tensor records only takes the exporter's level-0 path at level 1.
-                raise DeclinedError(
-                    DeclineReason.UNSUPPORTED,
-                    f"node launch {item!r} has no node_basic_info at task time level 1",
-                )
+                raise _declined(_NO_BASIC_AT_LEVEL1, item)
             return  # the exporter writes no GE row for it ("can't find node desc")
         if basic.task_type == "FFTS_PLUS":
             return
         if basic.task_type in ("COMMUNICATION", "HCCL"):
-            raise DeclinedError(DeclineReason.UNSUPPORTED, f"HCCL node {item!r}")
+            raise _declined(_HCCL_NODE, item)
         self._ge(track, item, basic.task_type, basic.block_num, basic.mix_block_num)
 
     def _kernel_without_node(self, track: _Track) -> None:
         if track.kernel_name == NA:
             return
         if not self.level0:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED,
-                f"kernel {track.kernel_name!r} launched outside a node launch at task time level 1",
-            )
+            raise _declined(_OUTSIDE_NODE, track.kernel_name)
         self._ge(track, track.kernel_name, NA, 0, 0)
 
     def _ge(self, track: _Track, name: str, ttype: str, block: int, mix: int) -> None:
@@ -337,7 +388,12 @@ class _Tables:
 
 
 class HostRecords:
-    """The decoded host files of a run, ready for :func:`host_tables`."""
+    """The decoded host files of a run, ready for :func:`host_tables`.
+
+    :meth:`take` of an api_event, task_track or node_basic_info file decodes it, or, where the
+    C loops will read it and its decoder would decline nothing, keeps its bytes for them to read
+    in place (``in_place``; :meth:`decode_in_place` turns them into records for the pure loops).
+    """
 
     def __init__(self, hashes: dict[str, str], types: dict[str, dict[str, str]]) -> None:
         self.hashes = hashes
@@ -347,6 +403,28 @@ class HostRecords:
         self.tensors: list[HeaderRecord] = []
         self.contexts: list[ContextRecord] = []
         self.tracks: list[TaskTrackRecord] = []
+        self.in_place: dict[str, bytes] = {}  # "apis", "tracks", "node_basics": raw file bytes
+
+    def take(self, kind: str, data: bytes) -> None:
+        """The records of *kind* (``apis``, ``tracks`` or ``node_basics``) from their file's bytes;
+        raises what their decoder raises."""
+        decode, size = _IN_PLACE[kind]
+        if _C is not None and accelerated_default() and _C[1](data, size, kind == "apis"):
+            self.in_place[kind] = data
+        else:
+            setattr(self, kind, decode(data))
+
+    def has(self, kind: str) -> bool:
+        """Whether there is a record of *kind* (without decoding one)."""
+        data = self.in_place.get(kind)
+        if data is None:
+            return bool(getattr(self, kind))
+        return api_starts(data) if kind == "apis" else len(data) >= HOST_COMPACT_SIZE
+
+    def decode_in_place(self) -> None:
+        for kind, data in self.in_place.items():
+            setattr(self, kind, _IN_PLACE[kind][0](data))
+        self.in_place.clear()
 
     def type_name(self, level: int, number: int) -> str:
         return self.types.get(LEVELS[level], {}).get(str(number), str(number))
@@ -355,17 +433,41 @@ class HostRecords:
         return self.hashes.get(str(value), str(value))
 
 
-def _api_struct_type(records: HostRecords, api: ApiRecord) -> str:
-    level = LEVELS[api.level]
+#: Per kind of records :meth:`HostRecords.take` may keep in place: its decoder and record size.
+_IN_PLACE: Final[dict[str, tuple[Callable[[bytes], list[Any]], int]]] = {
+    "apis": (api_records, API_EVENT_SIZE),
+    "tracks": (task_track_records, HOST_COMPACT_SIZE),
+    "node_basics": (node_basic_records, HOST_COMPACT_SIZE),
+}
+
+
+def _api_struct_type(records: HostRecords, api_level: int, struct_type: int) -> str:
+    level = LEVELS[api_level]
     if level not in records.types:
-        return str(api.struct_type)
+        return str(struct_type)
     if level == "acl":
-        group = api.struct_type >> 16
+        group = struct_type >> 16
         if group not in ACL_API_GROUPS:
             # The exporter fails on it and then loses every API record of the run.
             raise DeclinedError(DeclineReason.UNKNOWN_RECORD, f"ACL API group {group} in api_event")
         return f"acl-{group}"
-    return records.type_name(api.level, api.struct_type)
+    return records.type_name(api_level, struct_type)
+
+
+def _api_level(records: HostRecords, api_level: int, struct_type: int) -> int:
+    """The queue level of an api_event call of this level and type: ACL or NODE, or _SKIPPED
+    (StreamSyncTaskFinish) or _OTHER_LEVEL (declined once such a call is not skipped)."""
+    if _api_struct_type(records, api_level, struct_type) == "StreamSyncTaskFinish":
+        return _SKIPPED
+    found = LEVEL_OF.get(LEVELS[api_level])
+    return found if found in (ACL, NODE) else _OTHER_LEVEL
+
+
+def _node_basic(ge_type: int, block: int) -> _NodeBasic:
+    """A node_basic_info record's payload: GE task type and block dims (of its block word)."""
+    return _NodeBasic(
+        GE_TASK_TYPES.get(ge_type, str(ge_type)), block & 0xFFFF, (block & 0xFFFF) * (block >> 16)
+    )
 
 
 def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
@@ -389,7 +491,7 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
             flips.append(rec)
         elif ttype != MAINTENANCE:
             if dev_type != 0:
-                raise DeclinedError(DeclineReason.UNSUPPORTED, "DPU task_track records")
+                raise _declined(_DPU)
             name = kernel_names.get(kernel)
             if name is None:
                 name = kernel_names[kernel] = hashes.get(str(kernel), NA)
@@ -398,7 +500,7 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
             append(_new(_Track, (thread, device, stream, task, 0, ttype, name, timestamp)))
     if not all_export:
         if batched:
-            raise DeclinedError(DeclineReason.UNSUPPORTED, "task_track batch ids other than 0")
+            raise _declined(_BATCHED)
         return kept
     # The exporter groups tasks by (device, stream), sorts each group by time and counts task
     # id flips into batch ids; a task after a flip of its stream gets batch id 1 or more.
@@ -420,16 +522,44 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
         group.sort(key=by_time)
         limit = first_flip.get(key)
         if limit is not None and group[-1].timestamp >= limit:
-            raise DeclinedError(
-                DeclineReason.UNSUPPORTED,
-                f"task ids of stream {key[1]} wrapped around (batch ids after a flip are not verified)",
-            )
+            raise _declined(_WRAPPED, key[1])
         ordered.extend(group)
     return ordered
 
 
-def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
-    """The host tasks and GE tasks of a run (every device)."""
+def host_tables(
+    records: HostRecords, *, level0: bool, all_export: bool, accelerated: bool | None = None
+) -> HostTables:
+    """The host tasks and GE tasks of a run (every device).
+
+    *accelerated*: whether to use the C loops (None: :func:`accelerated_default`); they give the
+    pure loops' tables and errors, and leave records the decoders would not make to them.
+    """
+    if accelerated is None:
+        accelerated = accelerated_default()
+    if accelerated:
+        if _C_HOST_TABLES is None:
+            raise RuntimeError(
+                "asc_aprof._raw._chost is not built: only the pure-Python host loops are available"
+            )
+        in_place = records.in_place
+        found = _C_HOST_TABLES(
+            in_place.get("apis", records.apis),
+            in_place.get("node_basics", records.node_basics),
+            records.tensors,
+            in_place.get("tracks", records.tracks),
+            level0,
+            all_export,
+            _c_lookups(records),
+        )
+        if found is not None:
+            return HostTables(tuple(found[0]), tuple(found[1]))
+    return _host_tables_py(records, level0=level0, all_export=all_export)
+
+
+def _host_tables_py(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:
+    """:func:`host_tables` in Python: the reference of the C loops, and their fallback."""
+    records.decode_in_place()
     threads: dict[int, list[_Entry]] = {}
     seq = 0
     # Queue order as the exporter adds them: API calls, then node_basic_info, tensor_info and
@@ -442,20 +572,11 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
         api_level, stype, thread, start, end, item = api
         level = api_levels.get((api_level, stype))
         if level is None:
-            struct_type = _api_struct_type(records, api)
-            if struct_type == "StreamSyncTaskFinish":
-                level = _SKIPPED
-            else:
-                found = LEVEL_OF.get(LEVELS[api_level])
-                level = found if found in (ACL, NODE) else _OTHER_LEVEL
-            api_levels[api_level, stype] = level
+            level = api_levels[api_level, stype] = _api_level(records, api_level, stype)
         if level == _SKIPPED or start <= 0 or start == end:
             continue
         if level == _OTHER_LEVEL:
-            raise DeclinedError(
-                DeclineReason.UNKNOWN_RECORD,
-                f"api_event call at level {LEVELS[api_level]!r} (only ACL and node are known)",
-            )
+            raise _declined(_OTHER_API_LEVEL, api_level)
         if level == NODE:
             name = node_names.get(item)
             if name is None:
@@ -475,10 +596,7 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
             _require_level(basic_level, "node", "node_basic_info")
         payload = basics.get((ge_type, block))
         if payload is None:
-            ttype = GE_TASK_TYPES.get(ge_type, str(ge_type))
-            payload = basics[ge_type, block] = _NodeBasic(
-                ttype, block & 0xFFFF, (block & 0xFFFF) * (block >> 16)
-            )
+            payload = basics[ge_type, block] = _node_basic(ge_type, block)
         entries = threads.get(thread)
         if entries is None:
             entries = threads[thread] = []
@@ -501,6 +619,60 @@ def host_tables(records: HostRecords, *, level0: bool, all_export: bool) -> Host
     for entries in threads.values():
         tables.add_all(_chain(entries))
     return HostTables(tuple(tables.host_tasks), tuple(tables.ge_tasks))
+
+
+# -- the C loops' lookups -----------------------------------------------------------------------
+
+_REQUIRED: Final = (("node", "node_basic_info"), ("node", "tensor_info"), ("runtime", "task_track"))
+
+
+def _c_lookups(records: HostRecords) -> tuple[object, ...]:
+    """What ``_chost.host_tables`` asks Python, once per distinct key: the same lookups and the
+    same tests of their results as the pure loops make (see ``_chost.c`` for the order)."""
+
+    def api_level(level: int, struct_type: int) -> int:
+        return _api_level(records, level, struct_type)
+
+    def node_name(item: int) -> tuple[str, int]:
+        name = records.name(item)
+        return name, (not name) | name.startswith("Lccl") << 1
+
+    def basic(ge_type: int, block: int) -> tuple[_NodeBasic, int]:
+        payload = _node_basic(ge_type, block)
+        ttype = payload.task_type
+        return payload, 1 if ttype == "FFTS_PLUS" else 2 if ttype in ("COMMUNICATION", "HCCL") else 0
+
+    def track_type(level: int, number: int) -> tuple[str, int]:
+        ttype = records.type_name(level, number)
+        kernel = ttype.startswith("KERNEL") or ttype in ("STARS_COMMON", "FFTS_PLUS")
+        return ttype, (
+            (ttype == FLIP_TASK)
+            | (ttype == MAINTENANCE) << 1
+            | (ttype in CONTEXT_WHITE_LIST) << 2
+            | (ttype in MIX_TASK_TYPES) << 3
+            | kernel << 4
+        )
+
+    def kernel_name(kernel: int) -> tuple[str, bool]:
+        name = records.hashes.get(str(kernel), NA)
+        return name, name == NA
+
+    def require(kind: int, level: int) -> None:
+        _require_level(level, *_REQUIRED[kind])
+
+    return (
+        api_level,
+        node_name,
+        basic,
+        track_type,
+        kernel_name,
+        require,
+        _fail,
+        NA,
+        INVALID_CONTEXT,
+        HostTask,
+        GeTask,
+    )
 
 
 def _require_level(level: int, name: str, what: str) -> None:

@@ -41,7 +41,6 @@ from ._decode import (
     FlipRecord,
     StarsColumns,
     SubtaskRecord,
-    api_records,
     context_records,
     hash_dic,
     header_records,
@@ -49,10 +48,8 @@ from ._decode import (
     joined,
     json_object,
     key_values,
-    node_basic_records,
     records,
     stars_columns,
-    task_track_records,
     ts_track_flips,
     type_info_dic,
 )
@@ -1219,17 +1216,18 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
     for path in plan.host_data.get("type_info_dic", ()):
         type_info_dic(files[path], types)
     host = HostRecords(hashes, types)
-    host.apis = api_records(joined(files[p] for p in plan.host_data.get("api_event", ())))
-    host.tracks = task_track_records(joined(files[p] for p in plan.host_data.get("task_track", ())))
+    # Decoded here (declines in this order), or kept for the C host loops to read in place.
+    host.take("apis", joined(files[p] for p in plan.host_data.get("api_event", ())))
+    host.take("tracks", joined(files[p] for p in plan.host_data.get("task_track", ())))
     basics = plan.host_data.get("node_basic_info", ())
     if basics and basics[0].split("/")[-1].startswith("unaging"):
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
-    host.node_basics = node_basic_records(joined(files[p] for p in basics))
+    host.take("node_basics", joined(files[p] for p in basics))
     host.contexts = context_records(joined(files[p] for p in plan.host_data.get("context_id_info", ())))
     host.tensors = header_records(
         joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
     )
-    if host_sample is not None and not level0 and not host.node_basics and host.apis:
+    if host_sample is not None and not level0 and not host.has("node_basics") and host.has("apis"):
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
     del host  # its records are in the tables now (fewer live objects for the garbage collector)

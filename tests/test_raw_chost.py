@@ -1,0 +1,382 @@
+"""The host call tree in C (``asc_aprof._raw._chost``) against the pure-Python loops.
+
+On generated host record streams (calls nested, overlapping and tied in time, several threads,
+every queue level, node launches without names or with Lccl names, node records outside every
+launch, GE types that are skipped or declined, flips, maintenance and DPU records, batch ids,
+MIX kernels, timestamps at the top of the 64-bit range) both give the same host and GE tasks,
+of the same classes, or the same error; records the decoders would not make are left to the
+pure loops. Every real run gives the same tables and the same read either way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asc_aprof._raw import _host, _run, read_run
+from asc_aprof._raw._decode import (
+    HOST_MAGIC,
+    LEVELS,
+    ApiRecord,
+    HeaderRecord,
+    NodeBasicRecord,
+    TaskTrackRecord,
+)
+from asc_aprof._raw._host import GeTask, HostRecords, HostTask, host_tables
+from asc_aprof._raw._types import DeclinedError
+
+from .real.conftest import copy_run
+from .reference import REAL_RUNS, real_run_names
+
+needs_c = pytest.mark.skipif(
+    _host._C_HOST_TABLES is None,
+    reason="asc_aprof._raw._chost is not built (no C compiler at install time): pure Python only",
+)
+pytestmark = needs_c
+
+U64_MAX = (1 << 64) - 1
+HASHES = {"1": "node_a", "2": "", "3": "LcclAllReduce", "6": "kernel_b", "7": "N/A"}
+TYPES = {
+    "runtime": {
+        "66": "KERNEL_AIVEC",
+        "67": "KERNEL_MIX_AIC",
+        "68": "FFTS_PLUS",
+        "69": "STARS_COMMON",
+        "70": "EVENT_RECORD",
+        "98": "FLIP_TASK",
+        "99": "MAINTENANCE",
+        "802": "task_track",
+    },
+    "node": {"5": "launch", "7": "StreamSyncTaskFinish"},
+    "model": {"1": "StreamSyncTaskFinish"},
+    "acl": {"1": "aclopExecute"},  # ACL types are named by group; a table must exist to check them
+}
+
+THREAD = st.sampled_from([1, 1, 2, 3])
+TIME = st.integers(0, 60)
+
+
+def usual(values: list[int], odd_values: list[int], odd: bool) -> st.SearchStrategy[int]:
+    """*values*; in an odd stream (half of them) sometimes one that is declined or unknown."""
+    return st.sampled_from(values * 8 + odd_values if odd else values)
+
+
+@st.composite
+def api(draw: st.DrawFn, base: int, odd: bool) -> ApiRecord:
+    level = draw(usual([20000, 10000], [15000, 5000, 12345], odd))
+    if level == 20000:
+        stype = draw(usual([1, 3, 3, 9], [8], odd)) << 16 | draw(st.integers(0, 3))
+    else:
+        stype = draw(st.sampled_from([5, 5, 5, 7, 1]))
+    start = draw(st.one_of(st.just(0), TIME))
+    end = start + draw(st.sampled_from([0, 1, 5, 10, 20, 40]))
+    item = draw(st.integers(1, 4))
+    return ApiRecord(level, stype, draw(THREAD), _at(base, start), _at(base, end), item)
+
+
+@st.composite
+def basic(draw: st.DrawFn, base: int, odd: bool) -> NodeBasicRecord:
+    level = draw(usual([10000], [5000], odd))
+    ge_type = draw(st.sampled_from([0, 1, 2, 2, 6, 9, 11, 42]))
+    block = draw(st.integers(0, 3)) << 16 | draw(st.integers(0, 40))
+    return NodeBasicRecord(level, 0, draw(THREAD), _at(base, draw(TIME)), 1, ge_type, 0, block, 0)
+
+
+@st.composite
+def tensor(draw: st.DrawFn, base: int, odd: bool) -> HeaderRecord:
+    level = draw(usual([10000], [20000], odd))
+    return HeaderRecord(level, 0, draw(THREAD), _at(base, draw(TIME)))
+
+
+@st.composite
+def track(draw: st.DrawFn, base: int, odd: bool) -> TaskTrackRecord:
+    return TaskTrackRecord(
+        draw(usual([5000], [10000, 12345], odd)),
+        802,
+        draw(THREAD),
+        _at(base, draw(TIME)),
+        draw(usual([0], [1], odd)),
+        draw(st.integers(0, 1)),
+        draw(st.integers(1, 3)),
+        draw(st.integers(0, 5)),
+        draw(usual([0], [1], odd)),
+        draw(st.sampled_from([66, 66, 66, 67, 68, 69, 70, 98, 99, 100])),
+        draw(st.sampled_from([1, 2, 3, 5, 6, 6, 6, 7])),
+    )
+
+
+def _at(base: int, offset: int) -> int:
+    return min(base + offset, U64_MAX)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> HostRecords:
+    base = draw(st.sampled_from([0, 0, 0, 1 << 40, (1 << 63) - 30, U64_MAX - 100]))
+    records = HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()})
+    odd = draw(st.booleans())
+    records.apis = draw(st.lists(api(base, odd), max_size=12))
+    records.node_basics = draw(st.lists(basic(base, odd), max_size=6))
+    records.tensors = draw(st.lists(tensor(base, odd), max_size=3))
+    records.tracks = draw(st.lists(track(base, odd), max_size=12))
+    return records
+
+
+def outcome(records: HostRecords, *, accelerated: bool, **flags: bool) -> object:
+    """The tables (every record with its class), or the error (a decline's reason and message)."""
+    try:
+        tables = host_tables(records, accelerated=accelerated, **flags)
+    except DeclinedError as exc:
+        return exc.declined
+    except Exception as exc:  # an unknown level is a KeyError on both paths (the driver reports it)
+        return type(exc), exc.args
+    return [(type(t), t) for t in tables.host_tasks], [(type(g), g) for g in tables.ge_tasks]
+
+
+@settings(max_examples=250)
+@given(records=streams(), level0=st.booleans(), all_export=st.booleans())
+def test_c_loops_equal_the_pure_loops(records: HostRecords, level0: bool, all_export: bool) -> None:
+    flags = {"level0": level0, "all_export": all_export}
+    assert outcome(records, accelerated=True, **flags) == outcome(records, accelerated=False, **flags)
+
+
+def packed(records: HostRecords) -> dict[str, bytes]:
+    """The files the records come from (records the decoders decline are left out)."""
+    return {
+        "apis": b"".join(
+            struct.pack(
+                "<HHIIIQQQ", HOST_MAGIC, a.level, a.struct_type, a.thread_id, 24, a.start, a.end, a.item_id
+            )
+            for a in records.apis
+            if a.level in LEVELS and a.end != U64_MAX  # an event record: declined when decoded
+        ),
+        "tracks": b"".join(
+            struct.pack(
+                "<HHIIIQHHHHQQ16x",
+                HOST_MAGIC,
+                t.level,
+                t.struct_type,
+                t.thread_id,
+                24,
+                t.timestamp,
+                t.dev_type << 12 | t.device_id,
+                t.stream_id,
+                t.task_id,
+                t.batch_id,
+                t.task_type,
+                t.kernel_hash,
+            )
+            for t in records.tracks
+            if t.level in LEVELS
+        ),
+        "node_basics": b"".join(
+            struct.pack(
+                "<HHIIIQQIQII12x",
+                HOST_MAGIC,
+                b.level,
+                b.struct_type,
+                b.thread_id,
+                24,
+                b.timestamp,
+                b.node_hash,
+                b.task_type,
+                b.op_type_hash,
+                b.block_word,
+                b.op_flag,
+            )
+            for b in records.node_basics
+            if b.level in LEVELS
+        ),
+    }
+
+
+def taken(files: dict[str, bytes], tensors: list[HeaderRecord]) -> HostRecords:
+    """HostRecords as the reader makes them from *files* (decoded, or kept to be read in place)."""
+    records = HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()})
+    for kind, data in files.items():
+        records.take(kind, data)
+    records.tensors = tensors
+    return records
+
+
+@settings(max_examples=200)
+@given(records=streams(), level0=st.booleans(), all_export=st.booleans(), torn=st.integers(0, 3))
+def test_c_loops_reading_the_files_in_place_equal_the_pure_loops(
+    records: HostRecords, level0: bool, all_export: bool, torn: int
+) -> None:
+    files = {kind: b"\x5a" * torn + data for kind, data in packed(records).items()}  # a torn head is dropped
+    fast = taken(files, records.tensors)
+    assert fast.in_place.keys() == files.keys()
+    flags = {"level0": level0, "all_export": all_export}
+    kept = [a for a in records.apis if a.level in LEVELS and a.end != U64_MAX and a.start]
+    assert fast.has("apis") == bool(kept)
+    found = outcome(fast, accelerated=True, **flags)
+    assert fast.in_place.keys() == files.keys()  # read in place: no record was decoded
+    assert found == outcome(taken(files, records.tensors), accelerated=False, **flags)
+
+
+def test_files_a_decoder_would_decline_are_decoded_when_taken() -> None:
+    event = struct.pack("<HHIIIQQQ", HOST_MAGIC, 20000, 3 << 16, 7, 24, 10, U64_MAX, 0)
+    records = HostRecords({}, {})
+    with pytest.raises(DeclinedError, match="event records"):
+        records.take("apis", event)
+    bad = struct.pack("<HHIIIQQIQII12x", HOST_MAGIC, 12345, 0, 7, 24, 1, 1, 0, 0, 0, 0)
+    with pytest.raises(DeclinedError, match="level 12345"):
+        records.take("node_basics", bad)
+    records.take("tracks", b"")
+    assert records.in_place == {"tracks": b""} and not records.has("tracks")
+
+
+def tree() -> HostRecords:
+    """A node launch inside an ACL call with a kernel, a MIX kernel and an event in it, and a
+    second thread whose node record hangs outside every launch."""
+    records = HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()})
+    records.apis = [ApiRecord(20000, 3 << 16, 7, 10, 100, 0), ApiRecord(10000, 5, 7, 20, 50, 1)]
+    records.node_basics = [NodeBasicRecord(10000, 0, 7, 25, 1, 2, 0, 2 << 16 | 8, 0)]
+    records.tensors = [HeaderRecord(10000, 0, 8, 5)]
+    records.tracks = [
+        TaskTrackRecord(5000, 802, 7, 30, 0, 0, 2, 1, 0, 66, 6),
+        TaskTrackRecord(5000, 802, 7, 31, 0, 0, 2, 2, 0, 67, 6),
+        TaskTrackRecord(5000, 802, 8, 32, 0, 0, 3, 3, 0, 70, 5),
+    ]
+    return records
+
+
+def test_the_c_loops_make_the_tasks_a_tree_gives() -> None:
+    tables = host_tables(tree(), level0=False, all_export=True, accelerated=True)
+    invalid = 4294967295
+    assert tables.host_tasks == (
+        HostTask(0, 2, 1, invalid, 0, "KERNEL_AIVEC", "kernel_b", 30),
+        HostTask(0, 2, 2, invalid, 0, "KERNEL_MIX_AIC", "kernel_b", 31),
+        HostTask(0, 2, 2, 0, 0, "KERNEL_MIX_AIC", "kernel_b", 31),
+        HostTask(0, 3, 3, invalid, 0, "EVENT_RECORD", "N/A", 32),
+    )
+    assert tables.ge_tasks == (
+        GeTask(0, 2, 1, invalid, 0, "node_a", "AI_VECTOR_CORE", 8, 16),
+        GeTask(0, 2, 2, invalid, 0, "node_a", "AI_VECTOR_CORE", 8, 16),
+    )
+    assert all(type(t) is HostTask for t in tables.host_tasks)
+    assert all(type(g) is GeTask for g in tables.ge_tasks)
+
+
+def declines(records: HostRecords, level0: bool, message: str) -> None:
+    """Both paths decline *records* with the same reason and message, which contains *message*."""
+    flags = {"level0": level0, "all_export": True}
+    found = outcome(records, accelerated=True, **flags)
+    assert found == outcome(records, accelerated=False, **flags)
+    assert message in getattr(found, "message", "")
+
+
+def test_both_decline_a_node_with_tensor_records_only_at_level1() -> None:
+    records = tree()
+    records.node_basics = []
+    records.tensors = [HeaderRecord(10000, 0, 7, 26)]
+    declines(records, False, "has no node_basic_info at task time level 1")
+    records.tensors = [HeaderRecord(10000, 0, 7, 60)]  # after the launch: it hangs alone
+    flags = {"level0": False, "all_export": True}
+    assert outcome(records, accelerated=True, **flags) == outcome(records, accelerated=False, **flags)
+
+
+def test_both_decline_hccl_nodes_and_skip_ffts_plus_ones() -> None:
+    records = tree()
+    records.node_basics = [records.node_basics[0]._replace(task_type=9)]
+    declines(records, False, "HCCL node 'node_a'")
+    records.node_basics = [records.node_basics[0]._replace(task_type=6)]
+    tables = host_tables(records, level0=False, all_export=True, accelerated=True)
+    assert tables.ge_tasks == () and tables == host_tables(
+        records, level0=False, all_export=True, accelerated=False
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.tracks.__setitem__(0, r.tracks[0]._replace(timestamp=-1)),
+        lambda r: r.tracks.__setitem__(0, r.tracks[0]._replace(task_id=True)),
+        lambda r: r.apis.__setitem__(0, r.apis[0]._replace(end=1 << 64)),
+        lambda r: r.node_basics.__setitem__(0, r.node_basics[0]._replace(block_word=2.0)),
+        lambda r: r.tensors.__setitem__(0, r.tensors[0][:3]),
+        lambda r: setattr(r, "apis", tuple(r.apis)),
+    ],
+    ids=["negative", "bool", "above_u64", "float", "short_record", "not_a_list"],
+)
+def test_records_the_decoders_would_not_make_are_left_to_the_pure_loops(
+    change: Callable[[HostRecords], None],
+) -> None:
+    records = tree()
+    change(records)
+    lookups = _host._c_lookups(records)
+    args = (records.apis, records.node_basics, records.tensors, records.tracks, False, True, lookups)
+    assert _host._C_HOST_TABLES is not None
+    assert _host._C_HOST_TABLES(*args) is None
+    flags = {"level0": False, "all_export": True}
+    assert outcome(records, accelerated=True, **flags) == outcome(records, accelerated=False, **flags)
+
+
+def test_the_pure_python_switch_turns_the_c_loops_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    c_loops = _host._C_HOST_TABLES
+
+    def spy(*args: Any) -> object:
+        calls.append(args)
+        return c_loops(*args)  # type: ignore[misc]
+
+    monkeypatch.setattr(_host, "_C_HOST_TABLES", spy)
+    monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1")
+    pure = host_tables(tree(), level0=False, all_export=True)
+    assert not calls and not _host.accelerated_default()
+    files = packed(tree())
+    assert not taken(files, []).in_place  # decoded when taken: nothing for the C loops to read
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON")
+    assert host_tables(tree(), level0=False, all_export=True) == pure
+    assert len(calls) == 1 and _host.accelerated_default()
+    assert taken(files, []).in_place.keys() == files.keys()
+
+
+def test_a_build_without_the_extension_reads_in_pure_python() -> None:
+    # The extension is optional: with it hidden, the module loads, says so, and declines nothing.
+    code = (
+        "import sys; sys.modules['asc_aprof._raw._chost'] = None\n"
+        "from asc_aprof._raw import _host\n"
+        "print(_host._C_HOST_TABLES, _host.accelerated_default())"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ASC_APROF_PURE_PYTHON"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["None", "False"]
+
+
+# -- real runs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not REAL_RUNS.is_dir(), reason="no real runs beside the repository")
+@pytest.mark.parametrize("name", real_run_names())
+def test_real_runs_read_the_same_with_c_and_pure_loops(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, run_id = copy_run(name, tmp_path)
+    seen: list[tuple[HostRecords, dict[str, bool]]] = []
+
+    def capture(records: HostRecords, **flags: bool) -> _host.HostTables:
+        seen.append((records, flags))
+        return host_tables(records, **flags)
+
+    monkeypatch.setattr(_run, "host_tables", capture)
+    monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1")
+    pure = read_run(path / run_id, with_task_time=True)
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON")
+    fast = read_run(path / run_id, with_task_time=True)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(pure)
+    (pure_records, flags), (fast_records, fast_flags) = seen
+    assert fast_flags == flags and fast_records.in_place  # the C loops read the files in place
+    c_tables = outcome(fast_records, accelerated=True, **flags)
+    assert c_tables == outcome(pure_records, accelerated=False, **flags)
+    assert isinstance(c_tables, tuple) and c_tables[0]  # tables, not an error: the run has tasks
