@@ -1,5 +1,5 @@
-"""Build hooks: the optional C accelerators (the CSV row loop, the raw reader's host and device loops)
-the simulated libmsprofiler.so; metadata is in pyproject.toml.
+"""Build hooks: the optional C accelerators (the CSV row loop, the raw reader's host and device
+loops) and the simulated libmsprofiler.so; metadata is in pyproject.toml.
 
 Both are optional: where they cannot be compiled (no compiler, no Python headers), the install
 still succeeds, asc_aprof parses in pure Python, and the simulated toolkit compiles its library

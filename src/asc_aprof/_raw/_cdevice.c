@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../_record_new.h"
+
 #include <float.h>
 
 /* Floating-point expressions must round to double after every operation, as Python's do: no
@@ -88,7 +90,8 @@ atomic_items(PyObject **items, Py_ssize_t n)
 }
 
 /* A new record of class *cls* (a tuple subclass without __dict__) from *n* new references,
- * which it steals (also on failure). */
+ * which it steals (also on failure; a NULL item means its creation failed). Built as
+ * _record_new.h says, so that it hashes as the pure code's records do. */
 static PyObject *
 make_record(PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
 {
@@ -101,23 +104,8 @@ make_record(PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
         }
     }
     int untrack = atomic_items(items, n);
-    PyObject *record = alloc((PyTypeObject *)cls, n);
-    if (record == NULL) {
-        for (Py_ssize_t k = 0; k < n; k++) {
-            Py_DECREF(items[k]);
-        }
-        return NULL;
-    }
-    for (Py_ssize_t j = 0; j < n; j++) {
-        if (PyTuple_SetItem(record, j, items[j]) < 0) { /* it stole items[j] even so */
-            while (++j < n) {
-                Py_DECREF(items[j]);
-            }
-            Py_DECREF(record);
-            return NULL;
-        }
-    }
-    if (untrack) {
+    PyObject *record = record_new((PyTypeObject *)cls, alloc, items, n);
+    if (record != NULL && untrack) {
         PyObject_GC_UnTrack(record);
     }
     return record;
@@ -1577,7 +1565,18 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static int
+module_exec(PyObject *m)
+{
+    if (record_new_init() < 0) {
+        return -1;
+    }
+    /* how records are built here (see _record_new.h): tests read it */
+    return PyModule_AddIntConstant(m, "RECORDS_VIA_NEW", record_via_new);
+}
+
 static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
     {0, NULL},
 };
 

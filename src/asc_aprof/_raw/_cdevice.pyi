@@ -45,3 +45,6 @@ def paired_stars(
     /,
 ) -> list[Any] | None: ...
 def public_tasks(tasks: tuple[Any, ...], cls: type[Any], /) -> list[Any]: ...
+
+#: 1 where records are built through tuple.__new__ (CPython >= 3.14, or ASC_APROF_RECORDS_VIA_NEW=1)
+RECORDS_VIA_NEW: int
