@@ -1,10 +1,12 @@
 /* asc_aprof._raw._cdevice: the device side of the raw reader's hot loops in C (an optional
  * accelerator for asc_aprof._raw._run, whose pure-Python code is the reference).
  *
- * paired_tasks() pairs stars_soc start and end records into device tasks, top_down() joins them
- * with the host tasks, op_summary() joins those with the GE tasks and prints, filters and
- * builds the op_summary rows; printed_all() and round3() are the printing and rounding they
- * share with task_time.
+ * paired_stars() pairs the stars_soc start and end records, read in place from the file's bytes,
+ * into device tasks (paired_tasks() the same from decoded columns); of_device() and ge_index()
+ * pick a device's host and GE tasks; top_down() joins device and host tasks; op_summary() joins
+ * those with the GE tasks and prints, filters and builds the op_summary rows; printed_all() and
+ * round3() are the printing and rounding they share with task_time; public_tasks() makes the
+ * result's ProfilingTask records.
  *
  * The contract with _run.py: every result is the pure code's, object for object equal (the
  * same floats from the same IEEE operations, no contraction into fused multiply-adds; the
