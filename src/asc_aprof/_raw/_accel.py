@@ -9,16 +9,17 @@ returns None, so C only ever gives what the pure code gives.
 from __future__ import annotations
 
 import os
+from importlib import import_module
 from types import ModuleType
 from typing import Final
 
 
 def _load() -> ModuleType | None:
     try:
-        from . import _cdevice
+        # by name: "from . import" would read as importing the package, which imports this
+        return import_module(f"{__package__}._cdevice")
     except ImportError:  # built without a compiler: the extension is optional
         return None
-    return _cdevice
 
 
 #: The extension, or None where it was not built.

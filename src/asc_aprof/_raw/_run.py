@@ -32,7 +32,7 @@ from typing import Any, Final, NamedTuple
 
 from .._counters import TaskCounters
 from .._parser import CONTROL_TYPES
-from . import _accel
+from ._accel import active as _accelerated
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
@@ -340,7 +340,7 @@ class DeviceClock:
 
         Without *text*, a printed start that is ``_ns_text`` of its integer is None (the caller
         formats it only where it needs it: :meth:`kept_ns`)."""
-        if (c := _accel.active()) is not None:
+        if (c := _accelerated()) is not None:
             result: tuple[list[str | None], list[int]] = c.printed_all(
                 values if isinstance(values, list) else list(values), text, self.c_printer()
             )
@@ -549,7 +549,7 @@ def _stars_tasks(
 ) -> tuple[list[_DeviceTask], list[SubtaskRecord]]:
     """The device tasks of a ``stars_soc`` log and its FFTS+ subtask records: :func:`_paired_tasks`
     of :func:`stars_columns` (in C straight from the bytes where every record is a plain one)."""
-    if (c := _accel.active()) is not None:
+    if (c := _accelerated()) is not None:
         base, hertz, offset = clock.terms()
         fast: list[_DeviceTask] | None = c.paired_stars(
             data, STARS_MAGIC, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
@@ -589,7 +589,7 @@ def _paired_tasks(
                     stream, tasks[index], headers[index] >> 10, expanded
                 )
     base, hertz, offset = clock.terms()
-    if (c := _accel.active()) is not None:
+    if (c := _accelerated()) is not None:
         fast: list[_DeviceTask] | None = c.paired_tasks(
             headers, streams, tasks, counters, base, hertz, offset, SQE_TYPES, INVALID_CONTEXT, _DeviceTask
         )
@@ -752,7 +752,7 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     """Device tasks matched with host tasks on (stream, task, context, batch), in start order;
     unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
-    if (c := _accel.active()) is not None:
+    if (c := _accelerated()) is not None:
         fast: list[_Ascend] | None = c.top_down(list(host), list(device), UNKNOWN, _Ascend)
         if fast is not None:
             return fast
@@ -852,7 +852,7 @@ class _Device:
 
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
-        if (c := _accel.active()) is not None and isinstance(hashes, dict):
+        if (c := _accelerated()) is not None and isinstance(hashes, dict):
             fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = c.op_summary(
                 self.ascend, self.ge, hashes, self.dev.device, level0, self.clock.c_printer(), RawTask, _Row
             )
@@ -1139,7 +1139,7 @@ def _device(
 
 
 def _of_device(host: Sequence[HostTask], device: int) -> list[HostTask]:
-    if (c := _accel.active()) is not None and isinstance(host, list | tuple):
+    if (c := _accelerated()) is not None and isinstance(host, list | tuple):
         found: list[HostTask] = c.of_device(host, device)
         return found
     return [h for h in host if h[0] == device]
@@ -1147,7 +1147,7 @@ def _of_device(host: Sequence[HostTask], device: int) -> list[HostTask]:
 
 def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int, int], list[GeTask]]:
     """*device*'s GE tasks by (stream, task, batch, context), each key's in their order."""
-    if (c := _accel.active()) is not None and isinstance(tasks, list | tuple):
+    if (c := _accelerated()) is not None and isinstance(tasks, list | tuple):
         index: dict[tuple[int, int, int, int], list[GeTask]] = c.ge_index(tasks, device)
         return index
     ge: dict[tuple[int, int, int, int], list[GeTask]] = {}

@@ -11,7 +11,7 @@ from typing import Final, NamedTuple
 from .._counters import TaskCounters
 from .._errors import AprofError, InvalidArgumentError
 from .._records import ProfilingTask
-from . import _accel
+from ._accel import active as _accelerated
 
 
 class Reader(enum.Enum):
@@ -164,7 +164,7 @@ class RawResult:
     counters: TaskCounters | None = None
 
     def profiling_tasks(self) -> list[ProfilingTask]:
-        c = _accel.active()
+        c = _accelerated()
         if c is not None and isinstance(self.tasks, tuple):
             found: list[ProfilingTask] = c.public_tasks(self.tasks, ProfilingTask)
             return found
