@@ -86,6 +86,18 @@ def test_the_environment_switch_turns_the_c_device_loops_off(value: str | None, 
     assert out.stdout.split() == [expected, expected]
 
 
+def test_the_switch_set_at_run_time_turns_off_both_halves_of_the_reader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from asc_aprof._raw import _host
+
+    monkeypatch.setattr(_accel, "ACCELERATED", True)
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON", raising=False)
+    assert _accel.active() is _accel.C
+    monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1")
+    assert _accel.active() is None and not _host.accelerated_default()
+
+
 # -- round(x, 3) -------------------------------------------------------------------------------------
 
 DURATIONS = st.one_of(

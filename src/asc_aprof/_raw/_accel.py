@@ -1,8 +1,9 @@
 """The switch of the raw reader's C loops (``_cdevice``, built from ``_cdevice.c``).
 
 The extension is optional: where it was not built the reader runs its pure-Python code, which
-is the reference either way. ``ASC_APROF_PURE_PYTHON=1`` (read at import, the same switch as the
-CSV parser's C row loop) turns it off. Every caller runs the pure code where the C function
+is the reference either way. ``ASC_APROF_PURE_PYTHON=1`` (the same switch as the CSV parser's C
+row loop) turns it off, read at every call as the host loops read it, so one setting turns off
+both halves of the reader. Every caller runs the pure code where the C function
 returns None, so C only ever gives what the pure code gives.
 """
 
@@ -31,4 +32,4 @@ ACCELERATED: bool = C is not None and os.environ.get("ASC_APROF_PURE_PYTHON") !=
 
 def active() -> ModuleType | None:
     """The extension when the C loops are used, else None."""
-    return C if ACCELERATED else None
+    return C if ACCELERATED and os.environ.get("ASC_APROF_PURE_PYTHON") != "1" else None
