@@ -26,6 +26,7 @@ pytestmark = [
 
 
 def both(call: Callable[[], object], monkeypatch: pytest.MonkeyPatch) -> tuple[object, object]:
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON", raising=False)  # it would turn C off at every call
     monkeypatch.setattr(_accel, "ACCELERATED", True)
     fast = call()
     monkeypatch.setattr(_accel, "ACCELERATED", False)

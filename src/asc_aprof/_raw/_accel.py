@@ -26,8 +26,9 @@ def _load() -> ModuleType | None:
 #: The extension, or None where it was not built.
 C: Final = _load()
 
-#: Whether the C loops are used (tests switch it off to run the pure reference).
-ACCELERATED: bool = C is not None and os.environ.get("ASC_APROF_PURE_PYTHON") != "1"
+#: Whether the C loops may be used: built, and not switched off by a test running the pure reference
+#: (``ASC_APROF_PURE_PYTHON`` is read at every call, by :func:`active`).
+ACCELERATED: bool = C is not None
 
 
 def active() -> ModuleType | None:
