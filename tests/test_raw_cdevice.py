@@ -26,10 +26,12 @@ from hypothesis import strategies as st
 from asc_aprof._raw import _accel, _run
 from asc_aprof._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
 from asc_aprof._raw._host import GeTask, HostTask
-from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, DevicePlan, _Device, _paired_tasks, _top_down
+from asc_aprof._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
 from asc_aprof._raw._types import DeclinedError
 
 from .reference import REPO
+from .test_raw_fastpaths import OFFSETS as FASTPATH_OFFSETS
+from .test_raw_fastpaths import clock
 
 pytestmark = pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built")
 
@@ -124,17 +126,9 @@ def test_round3_is_pythons_round(x: float) -> None:
 # -- printed starts ------------------------------------------------------------------------------------
 
 
-def clock(offset: float, begin: str = "1784171285670891") -> DeviceClock:
-    return DeviceClock(
-        dev_cnt=3815.4, hwts_freq=5e7, host_mon=76274.8, local_offset=offset, collect_begin=begin
-    )
-
-
 OFFSETS = st.one_of(
-    st.just(float("1784171285670891") - float("76274796599930") / 1000.0),
-    st.floats(min_value=1e12, max_value=2e15, allow_nan=False),
+    FASTPATH_OFFSETS,
     # exponent forms (1e16 and up, below 1e-4), negative offsets, many decimals: the Decimal path
-    st.floats(min_value=-1e3, max_value=1e17, allow_nan=False, allow_infinity=False),
     st.floats(min_value=1e-7, max_value=1e-3),
     st.sampled_from([0.0, 1e16, 9.999999999999998e15, 1e-4, 0.1, 123456789.123456789]),
 )
