@@ -29,7 +29,6 @@ from asc_aprof._raw._host import GeTask, HostTask
 from asc_aprof._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
 from asc_aprof._raw._types import DeclinedError
 
-from .reference import REPO
 from .test_raw_fastpaths import OFFSETS as FASTPATH_OFFSETS
 from .test_raw_fastpaths import clock
 
@@ -349,7 +348,7 @@ def test_device_host_and_ge_tasks_equal_the_pure_ones(
 
 def records_hash_alike() -> int:
     """C records equal the pure ones and hash alike (see src/asc_aprof/_record_new.h); returns
-    the extension's ``RECORDS_VIA_NEW``."""
+    the extension's ``RECORDS_VIA_NEW``. tests/test_record_hash.py runs it both ways."""
     columns = columns_of([(0, 0, 1, 2, 3), (1, 0, 1, 2, 5), (0, 1, 2, 3, 7), (1, 1, 2, 3, 9)])
     c = clock(1.0)
     host = [host_task((1, 2, INVALID_CONTEXT, 0), "KERNEL_AICORE"), host_task((3, 3, 0, 1), "EVENT_RECORD")]
@@ -363,14 +362,3 @@ def records_hash_alike() -> int:
         assert [hash(r) for r in fast] == [hash(r) for r in pure] and len(set(fast)) == len(fast)
     assert _accel.C is not None
     return int(_accel.C.RECORDS_VIA_NEW)
-
-
-@pytest.mark.parametrize("via_new", ["0", "1"])
-def test_both_ways_of_building_records_hash_as_the_pure_records(via_new: str) -> None:
-    code = "from tests.test_raw_cdevice import records_hash_alike; print(records_hash_alike())"
-    env = {**os.environ, "ASC_APROF_RECORDS_VIA_NEW": via_new}
-    env.pop("ASC_APROF_PURE_PYTHON", None)
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == [str(int(via_new == "1" or sys.version_info >= (3, 14)))]

@@ -29,6 +29,7 @@ def check() -> list[int]:
     from asc_aprof import _cparser
     from asc_aprof._raw import _chost, _host
 
+    from .test_raw_cdevice import records_hash_alike
     from .test_raw_chost import tree
 
     fast = TaskParser("f.csv", accelerated=True).feed(CSV)
@@ -36,29 +37,28 @@ def check() -> list[int]:
     assert fast == pure and len(fast) == 3
     assert [hash(t) for t in fast] == [hash(t) for t in pure]
     assert len({*fast}) == 3  # distinct records, distinct set members
-    saved = os.environ.pop("ASC_APROF_PURE_PYTHON", None)
-    try:
-        c_tables = _host.host_tables(tree(), level0=False, all_export=True)
-        os.environ["ASC_APROF_PURE_PYTHON"] = "1"
-        pure_tables = _host.host_tables(tree(), level0=False, all_export=True)
-    finally:
-        os.environ.pop("ASC_APROF_PURE_PYTHON", None)
-        if saved is not None:
-            os.environ["ASC_APROF_PURE_PYTHON"] = saved
+    c_tables = _host.host_tables(tree(), level0=False, all_export=True, accelerated=True)
+    pure_tables = _host.host_tables(tree(), level0=False, all_export=True, accelerated=False)
     assert c_tables == pure_tables and c_tables.host_tasks
     for c_records, pure_records in (
         (c_tables.host_tasks, pure_tables.host_tasks),
         (c_tables.ge_tasks, pure_tables.ge_tasks),
     ):
         assert [hash(r) for r in c_records] == [hash(r) for r in pure_records]
-    return [_cparser.RECORDS_VIA_NEW, _chost.RECORDS_VIA_NEW]
+    saved = os.environ.pop("ASC_APROF_PURE_PYTHON", None)  # it would turn the device loops off
+    try:
+        device = records_hash_alike()
+    finally:
+        if saved is not None:
+            os.environ["ASC_APROF_PURE_PYTHON"] = saved
+    return [_cparser.RECORDS_VIA_NEW, _chost.RECORDS_VIA_NEW, device]
 
 
 def test_c_records_hash_as_pure_records() -> None:
     expected = 1 if sys.version_info >= (3, 14) else 0
     if os.environ.get("ASC_APROF_RECORDS_VIA_NEW") == "1":
         expected = 1
-    assert check() == [expected] * 2
+    assert check() == [expected] * 3
 
 
 @pytest.mark.parametrize("via_new", ["0", "1"])
@@ -70,4 +70,4 @@ def test_both_ways_of_building_records_give_equal_records(via_new: str) -> None:
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
     )
     forced = via_new == "1" or sys.version_info >= (3, 14)
-    assert out.stdout.split() == [str(int(forced))] * 2
+    assert out.stdout.split() == [str(int(forced))] * 3
