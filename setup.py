@@ -60,33 +60,28 @@ class BuildExtWithSimulator(build_ext):
         return [*super().get_outputs(), *getattr(self, "_sim_outputs", [])]
 
 
+def _accelerator(name: str, source: str, extra_compile_args: list[str] | None = None) -> Extension:
+    """An optional C accelerator: abi3 for CPython 3.10 and later, skipped where it cannot build."""
+    return Extension(
+        name,
+        [source],
+        depends=["src/asc_aprof/_record_new.h"],
+        optional=True,
+        define_macros=[("Py_LIMITED_API", "0x030A0000")],
+        extra_compile_args=extra_compile_args or [],
+        py_limited_api=True,
+    )
+
+
 setup(
     ext_modules=[
-        Extension(
-            "asc_aprof._cparser",
-            ["src/asc_aprof/_cparser.c"],
-            depends=["src/asc_aprof/_record_new.h"],
-            optional=True,
-            define_macros=[("Py_LIMITED_API", "0x030A0000")],
-            py_limited_api=True,
-        ),
-        Extension(
-            "asc_aprof._raw._chost",
-            ["src/asc_aprof/_raw/_chost.c"],
-            depends=["src/asc_aprof/_record_new.h"],
-            optional=True,
-            define_macros=[("Py_LIMITED_API", "0x030A0000")],
-            py_limited_api=True,
-        ),
-        Extension(
+        _accelerator("asc_aprof._cparser", "src/asc_aprof/_cparser.c"),
+        _accelerator("asc_aprof._raw._chost", "src/asc_aprof/_raw/_chost.c"),
+        _accelerator(
             "asc_aprof._raw._cdevice",
-            ["src/asc_aprof/_raw/_cdevice.c"],
-            depends=["src/asc_aprof/_record_new.h"],
-            optional=True,
-            define_macros=[("Py_LIMITED_API", "0x030A0000")],
+            "src/asc_aprof/_raw/_cdevice.c",
             # Python rounds after every float operation: no fused multiply-adds.
-            extra_compile_args=[] if sys.platform == "win32" else ["-ffp-contract=off"],
-            py_limited_api=True,
+            [] if sys.platform == "win32" else ["-ffp-contract=off"],
         ),
     ],
     cmdclass={"build_ext": BuildExtWithSimulator},
