@@ -41,14 +41,26 @@ from ._errors import (
     ToolkitNotFoundError,
     UsageError,
 )
+from ._files import RunFileError
 from ._parser import TaskParser
 from ._profiler import Profiler
 from ._progress import ProgressEvent
-from ._reader import aread_columns, read_columns
 from ._records import ProfilingResult, ProfilingTask, task_time_median
 from ._reporting import write_report
+from ._run import (
+    AsyncRun,
+    Run,
+    RunUnreadable,
+    aopen_run,
+    aread_columns,
+    open_run,
+    read_columns,
+    read_timeline,
+    sweep_timelines,
+)
+from ._runinfo import RunInfo, RunSource
 from ._stats import KernelChange, KernelStats, compare_runs, compare_tasks, kernel_stats, run_kernel_stats
-from ._timeline import TimedTask, Timeline, read_timeline, sweep_timelines
+from ._timeline import TimedTask, Timeline
 from ._toolkit import Toolkit
 from ._trace import write_trace
 from ._tune import Candidate, CandidateStatus, TuneError, TuneResult, TuneStop
@@ -62,6 +74,7 @@ __all__ = (
     "AicoreMetrics",
     "AprofError",
     "AsyncProfiler",
+    "AsyncRun",
     "AttributionError",
     "BenchConfig",
     "BenchResult",
@@ -83,6 +96,11 @@ __all__ = (
     "ProfilingResult",
     "ProfilingTask",
     "ProgressEvent",
+    "Run",
+    "RunFileError",
+    "RunInfo",
+    "RunSource",
+    "RunUnreadable",
     "StopReason",
     "SweepItem",
     "SweepItems",
@@ -100,6 +118,7 @@ __all__ = (
     "Verdict",
     "VerdictKind",
     "__version__",
+    "aopen_run",
     "aread_columns",
     "bench",
     "bound_verdict",
@@ -108,6 +127,7 @@ __all__ = (
     "discover_toolkit",
     "do_bench",
     "kernel_stats",
+    "open_run",
     "read_columns",
     "read_timeline",
     "run_kernel_stats",

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Final, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, overload
 
 import anyio
 import anyio.abc
@@ -47,7 +47,7 @@ from ._bench import (
     with_grads,
 )
 from ._binding import ProfileTypes
-from ._collector import DeviceTasks, get_collector, remove_run_dir, timeout_error
+from ._collector import get_collector, timeout_error
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -56,22 +56,15 @@ from ._core import (
     exit_profile_body,
     mark_manual_start,
 )
+from ._drive import drive_async, perform_async
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
-from ._layout import CsvFile, find_summary_csvs, refuse_linked_folders
-from ._protocol import Call, Export, Parse, ReadRaw, Step, Steps, Wait
-from ._raw import Reader, raw_or_fallback, read_run_async
-from ._reader import (
-    DeviceSplit,
-    RunTasks,
-    TaskBatch,
-    aiter_file_batches,
-    aiter_file_tasks,
-    summary_csvs_or_error,
-)
-from ._records import ProfilingResult, ProfilingTask, make_result
-from ._runguard import exporting_async, wait_for_export_async
+from ._protocol import Call
+from ._records import ProfilingResult, ProfilingTask
+from ._run import AsyncRun
+from ._runguard import exporting_async
+from ._steps import Offload
 from ._tune import TuneOptions, TuneResult, tune_async
 
 CaseT = TypeVar("CaseT")
@@ -79,80 +72,11 @@ ConfigT = TypeVar("ConfigT")
 T = TypeVar("T")
 
 
-async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None) -> Any:
-    """One protocol step, awaited; *limiter* bounds concurrent exports (waiters hold no token)."""
-    if isinstance(step, Wait):
-        with anyio.CancelScope(shield=step.shield):
-            done = await step.latch.wait_async(step.timeout)
-        if not done and step.strict:
-            raise timeout_error(step.what, step.timeout)
-        return None
-    if isinstance(step, ReadRaw):
-        refuse_linked_folders(step.run_dir)  # a few lstat calls
-        return await read_run_async(step.run_dir, counters=step.counters)
-    if isinstance(step, Export):
-        # The run's slot first: waiting for another export of it must not hold a limiter token.
-        async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
-            return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
-    if isinstance(step, Parse):
-        if step.counters:
-            split = DeviceSplit(True)
-            async with contextlib.aclosing(aiter_file_batches(step.files, counters=True)) as counted:
-                async for found in counted:
-                    split.add(found)
-                    await anyio.lowlevel.checkpoint()
-            return split.per_device()
-        per_device: dict[int | None, list[ProfilingTask]] = {}
-        async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
-            async for batch in batches:
-                for task in batch:
-                    per_device.setdefault(task.device, []).append(task)
-        return await _freeze(per_device)
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root, step.reason)
-    return None
-
-
 async def _call_maybe_async(fn: Callable[[], Any], is_async: bool) -> None:
     if is_async:
         await fn()
     else:
         fn()
-
-
-async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:
-    """Run a protocol phase to its end, awaiting; exceptions of a step are thrown back into it."""
-    outcome: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(outcome) if failure is None else steps.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        outcome, failure = None, None
-        try:
-            outcome = await perform_async(step, limiter)
-        except BaseException as exc:
-            failure = exc
-
-
-async def _freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int | None, DeviceTasks]:
-    """Turn the per-device lists into the tuples results share, releasing the lists in slices.
-
-    ``tuple(list)`` is one C call (about 16 ms per million tasks here); dropping a million-item
-    list at once is another ~10 ms, so that part is done in slices between checkpoints.
-    """
-    frozen: dict[int | None, DeviceTasks] = {}
-    for device, tasks in per_device.items():
-        frozen[device] = (tuple(tasks), None)
-        await anyio.lowlevel.checkpoint()
-        while tasks:
-            del tasks[-_RELEASE_SLICE:]
-            await anyio.lowlevel.checkpoint()
-    return frozen
-
-
-_RELEASE_SLICE: Final = 1 << 17
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -414,30 +338,23 @@ class AsyncProfiler(ProfilerBase):
         return device_list
 
     async def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
-        await wait_for_export_async(run_dir)
-        gathered = RunTasks(counters)
-        async with contextlib.aclosing(self._batches(run_dir, counters)) as batches:
-            async for batch in batches:
-                gathered.add(batch)
-        self.last_result = make_result(gathered.tasks, run_dir.name, gathered.counters())
+        run = self.open_run_dir(run_dir)
+        self.last_result = await run.result(counters=counters)
         return self.last_result
 
-    async def _batches(self, run_dir: Path, counters: bool) -> AsyncGenerator[TaskBatch, None]:
-        """The run's tasks: from its CSVs, else per ``reader`` (raw data, or msprof.py first)."""
-        files: list[CsvFile] = find_summary_csvs(run_dir)
-        if not files and self.reader is not Reader.MSPROF:
-            refuse_linked_folders(run_dir)
-            raw = raw_or_fallback(self.reader, await read_run_async(run_dir, counters=counters), run_dir)
-            if raw is not None:
-                yield TaskBatch(raw.profiling_tasks(), raw.counters)
-                return
-            async with exporting_async(run_dir):
-                await run_export_async(self.toolkit, run_dir, timeout=self.export_timeout)
-            files = find_summary_csvs(run_dir)
-        batches = aiter_file_batches(files or summary_csvs_or_error(run_dir), counters=counters)
-        async with contextlib.aclosing(batches) as found:
-            async for batch in found:
-                yield batch
+    def open_run_dir(self, run_dir: Path) -> AsyncRun:
+        return AsyncRun(run_dir, **self._reading())
+
+    async def open_run(self, run: str | os.PathLike[str] | None = None) -> AsyncRun:
+        """A run of this profiler's result path (a run id; default the newest, as
+        :meth:`store_last_result` picks it) as an :class:`~asc_aprof.AsyncRun`, read with this
+        profiler's ``reader``, toolkit and export timeout.
+
+        Cancelled: returns at once (finding the run is a few system calls in a worker thread).
+        """
+        run_dir = self._last_run_dir() if run is None else self._run_dir(run)
+        made: AsyncRun = await perform_async(Offload(lambda: self.open_run_dir(run_dir)))
+        return made
 
     @overload
     def iter_tasks(
@@ -457,18 +374,18 @@ class AsyncProfiler(ProfilerBase):
     async def iter_tasks(
         self, run_id: str | None = None, *, counters: bool = False
     ) -> AsyncGenerator[ProfilingTask | tuple[ProfilingTask, dict[str, float | None]], None]:
-        """Yield a run's tasks as its CSV is read and parsed (default: the newest run).
+        """Yield a run's tasks as they are read (default: the newest run), per ``reader``.
 
-        Pull-based: one 32 KiB chunk is read and parsed at a time, only when the consumer asks, so
-        memory stays bounded however large the file. A run not exported yet is read per
-        ``reader`` (its raw data is read whole, in a worker thread). With *counters*, each item
-        is a pair ``(task, {column: value or None})`` of the task and its PMU counters (read
-        from the CSVs: with ``reader="auto"`` a run not exported yet is exported first).
-        Cancelled or closed early: the file is closed; nothing else happens.
+        Pull-based: from CSVs one 32 KiB chunk is read and parsed at a time, only when the
+        consumer asks, so memory stays bounded however large the file; from raw data the run is
+        decoded in a worker thread, then its tasks are made 2,048 at a time between checkpoints.
+        With *counters*, each item is a pair ``(task, {column: value or None})`` of the task and
+        its PMU counters. Cancelled or closed early: the file is closed (a decode in a worker
+        thread finishes unseen); nothing else happens.
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
-        await wait_for_export_async(run_dir)
-        async with contextlib.aclosing(self._batches(run_dir, counters)) as batches:
+        run = self.open_run_dir(run_dir)
+        async with contextlib.aclosing(run.batches(counters=counters)) as batches:
             async for batch in batches:
                 if counters:
                     assert batch.counters is not None

@@ -15,6 +15,7 @@ import contextvars
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ._binding import ProfileTypes, combine_profile_types
 from ._collector import (
@@ -236,6 +237,15 @@ class ProfilerBase:
             or not w.is_stopped()
             or (self.owns_result_path and w.run_dir is not None and w.run_dir.exists())
         ]
+
+    def _reading(self) -> dict[str, Any]:
+        """How this profiler reads a run: its ``reader``, toolkit (looked for only when an
+        export is needed) and export timeout, as :class:`~asc_aprof.Run` takes them."""
+        return {
+            "reader": self.reader,
+            "toolkit": lambda: self.toolkit,
+            "export_timeout": self.export_timeout,
+        }
 
     def _emit(self, kind: EventKind, window: Window, seconds: float = 0.0, rows: int = 0) -> None:
         if self.progress is not None:

@@ -59,6 +59,7 @@ import anyio
 
 from ._enums import MAX_PATH_BYTES
 from ._errors import ExportError, UsageError
+from ._files import check_tree
 from ._layout import CsvFile, find_summary_csvs
 from ._toolkit import Toolkit
 
@@ -446,6 +447,7 @@ def _preflight(toolkit: Toolkit, run_dir: Path, command: Sequence[str]) -> None:
     check_msprof_path(run_dir)
     if not run_dir.is_dir():
         raise ExportError(f"run directory {run_dir} does not exist", command=command)
+    check_tree(run_dir)  # msprof.py writes into the run: never through a link planted in it
     if not toolkit.msprof_script.is_file():
         raise ExportError(f"msprof.py not found at {toolkit.msprof_script}", command=command)
 

@@ -40,6 +40,7 @@ from ._report_model import (
     TimelineRow,
     case_order,
 )
+from ._runinfo import RunInfo
 from ._version import __version__
 
 INSTALL_HINT: Final = "the HTML report needs plotly: pip install 'asc-aprof[report]'"
@@ -483,14 +484,25 @@ def _timeline_section(page: _Page, model: ReportModel) -> str:
     )
 
 
+def _info_cells(info: RunInfo | None) -> list[str]:
+    """The collection columns of the inputs table (``-`` where a run does not say)."""
+    if info is None:
+        return ["-"] * 6
+    at = info.collected_at.strftime("%Y-%m-%d %H:%M:%S") if info.collected_at else None
+    source = info.source.value if info.source else None
+    return [_e(v or "-") for v in (info.chip, info.cann_version, info.level, info.metrics, at, source)]
+
+
 def render(model: ReportModel) -> tuple[str, int]:
     """The page of *model*, and how many charts it holds."""
     page = _Page()
+    infos = {info.run_id: info for info in model.runs}
     inputs = _table(
-        ["input", "run", "tasks"],
-        [[_e(g), _e(r), str(n)] for g, r, n in model.inputs],
-        [False, False, True],
+        ["input", "run", "tasks", "chip", "CANN", "task time", "metrics", "collected (UTC)", "read from"],
+        [[_e(g), _e(r), str(n), *_info_cells(infos.get(r))] for g, r, n in model.inputs],
+        [False, False, True, False, False, False, False, False, False],
     )
+    collection = model.collection()
     sections = [
         _distribution_section(page, model),
         _counters_section(page, model),
@@ -533,7 +545,8 @@ def render(model: ReportModel) -> tuple[str, int]:
         f"<title>{_e(model.title)}</title><style>{_CSS}</style>"
         f'<script type="text/javascript">{plotly_js}</script></head><body>'
         f"<header><h1>{_e(model.title)}</h1><p>asc-aprof {_e(__version__)} · {stamp} · "
-        f"{sum(n for _, _, n in model.inputs):,} tasks in {len(model.inputs)} run(s)</p></header>"
+        f"{sum(n for _, _, n in model.inputs):,} tasks in {len(model.inputs)} run(s)</p>"
+        f"{f'<p>{_e(collection)}</p>' if collection else ''}</header>"
         f"<nav>{nav}</nav><main>"
         f'<section id="inputs"><h2>Inputs</h2>{inputs}</section>'
         f"{''.join(sections)}{methods}</main></body></html>\n"

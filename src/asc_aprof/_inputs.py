@@ -9,9 +9,9 @@ which labels the run by test id (a parametrised test is a sweep); a top-level ``
 ``{"run_id": ..., "device": ... or null, "case": ...}`` records (for tools writing sweeps as
 JSON) labels runs or run-device pairs.
 
-A run not exported yet is read by the raw reader when it accepts the run and no counters are
-wanted (``trace --no-counters``); otherwise it is exported with ``msprof.py`` first, as the
-library's ``reader=`` does.
+Every run is read by the one reading policy (:func:`~asc_aprof.open_run`): its raw data
+natively (with the PMU counters, where the raw reader verified them), else its exported CSVs,
+else an export with ``msprof.py``, under ``--reader``.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import UsageError
-from ._layout import find_summary_csvs
 from ._raw import Reader
 from ._records import ProfilingResult
-from ._report import REPORT_FORMAT, export_run, load_json, raw_read, runs_of
-from ._timeline import Timeline, raw_timeline, read_timeline
+from ._report import REPORT_FORMAT, load_json, runs_of
+from ._run import Run
+from ._timeline import Timeline
 from ._toolkit import Toolkit
 
 
@@ -57,31 +57,24 @@ def load_timelines(
     counters: bool = True,
     reader: Reader | str = Reader.AUTO,
 ) -> list[Timeline]:
-    """The timelines of every run under *spec*.
-
-    A run not exported yet is read by the raw reader when it accepts it and no *counters* are
-    wanted (the raw reader reads none); else it is exported first, with *toolkit* (called only
-    then). *reader*: as ``Profiler(reader=...)``.
+    """The timelines of every run under *spec*, each read by the one reading policy
+    (:func:`~asc_aprof.open_run`: raw data natively with its counters, the exported CSVs, else an
+    export with *toolkit*, called only then). *reader*: as ``Profiler(reader=...)``.
 
     :raises UsageError: for a JSON file (results carry no start times) or a path with no run
-    :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined a run
+    :raises RunUnreadable: no source gives a run's tasks (each reason named)
     """
     if spec.path.is_file() and spec.path.suffix == ".json":
         raise UsageError(
             f"{spec.path}: a JSON report or result has no start times; give the result directory or "
             "the PROF_* runs it came from"
         )
-    mode = Reader.of(reader)
-    out = []
-    for run in runs_of(spec.path):
-        if not find_summary_csvs(run):
-            raw = raw_read(run, mode, counters=counters)
-            if raw is not None:
-                out.append(raw_timeline(run, raw, case=spec.label))
-                continue
-            export_run(run, toolkit, timeout)
-        out.append(read_timeline(run, case=spec.label, counters=counters))
-    return out
+    return [
+        Run(run, reader=reader, toolkit=toolkit, export_timeout=timeout).timeline(
+            counters=counters, case=spec.label
+        )
+        for run in runs_of(spec.path)
+    ]
 
 
 def json_cases(path: Path) -> dict[tuple[str, int | None], str]:
@@ -122,8 +115,7 @@ def load_report_input(
 ) -> LoadedInput:
     """Results of a JSON file, or timelines (with counters) of the runs under a directory.
 
-    The report shows counters, so a run not exported yet is exported (``reader="raw"``: refused,
-    as the raw reader reads no counters); see :func:`load_timelines`.
+    The report shows counters: each run is read with them (see :func:`load_timelines`).
     """
     if spec.path.is_file() and spec.path.suffix == ".json":
         return LoadedInput(spec.label, load_json(spec.path), [], json_cases(spec.path))

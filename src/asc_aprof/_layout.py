@@ -37,9 +37,10 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from ._errors import UsageError
+from ._files import Bound, RunFileError, list_in_run, open_in_run, read_in_run
 
 RUN_PATTERN: Final = re.compile(r"^PROF_(\d{6})_(\d{17})_([0-9A-Za-z]+)$")
 #: The name's suffix from CANN 8.5 on: the 8-digit pid, then 8 letters (before 8.5: 16 letters).
@@ -60,6 +61,8 @@ class CsvFile:
     :ivar device: the device from ``device_N`` (old layout), else None (the rows say)
     :ivar stamp: the export timestamp from the name (``""`` when the name has none)
     :ivar slice: the slice index, 0 for an unsliced file
+    :ivar run: the run it belongs to (opened from there, no link followed below it), or None
+        for a CSV given on its own (its own folder is the limit then)
     """
 
     path: Path
@@ -67,6 +70,12 @@ class CsvFile:
     device: int | None
     stamp: str
     slice: int
+    run: Path | None = None
+
+    def open(self) -> BinaryIO:
+        """The file, opened by the reading rule (:mod:`asc_aprof._files`): regular, not a link,
+        without waiting, within the CSV bound."""
+        return open_in_run(self.run or self.path.parent, self.path, Bound.CSV)
 
 
 def run_start_key(name: str) -> tuple[str, int]:
@@ -77,18 +86,17 @@ def run_start_key(name: str) -> tuple[str, int]:
     return (match.group(2), int(match.group(1)))
 
 
-def _read_json(path: Path) -> dict[str, object] | None:
+def _read_json(run_dir: Path, *parts: str) -> dict[str, object] | None:
     try:
-        with open(path, "rb") as stream:
-            data = json.loads(stream.read(1 << 16))
-    except (OSError, ValueError):
+        data = json.loads(read_in_run(run_dir, run_dir.joinpath(*parts), Bound.METADATA))
+    except (RunFileError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 
 
 def recorded_start_us(run_dir: Path) -> int | None:
     """The start CANN recorded in ``host/start_info`` (``collectionTimeBegin``, Unix µs), if any."""
-    info = _read_json(run_dir / "host" / "start_info")
+    info = _read_json(run_dir, "host", "start_info")
     if info is None:
         return None
     try:
@@ -104,7 +112,7 @@ def run_pid(run_dir: Path) -> int | None:
         named = PID_SUFFIX.match(match.group(3))
         if named is not None:
             return int(named.group(1))
-    info = _read_json(run_dir / "host" / "info.json")
+    info = _read_json(run_dir, "host", "info.json")
     if info is None:
         return None
     try:
@@ -204,7 +212,7 @@ def resolve_run(result_path: Path, run_id: str | os.PathLike[str]) -> Path:
     return path
 
 
-def _csvs_in(directory: Path, device: int | None) -> Iterator[CsvFile]:
+def _csvs_in(directory: Path, device: int | None, run: Path | None = None) -> Iterator[CsvFile]:
     try:
         entries = list(os.scandir(directory))
     except (FileNotFoundError, NotADirectoryError):
@@ -220,6 +228,7 @@ def _csvs_in(directory: Path, device: int | None) -> Iterator[CsvFile]:
             device=device,
             stamp=last if len(last) == 14 else "",
             slice=int(match.group(3) or 0),
+            run=run,
         )
 
 
@@ -250,7 +259,7 @@ def task_time_beside(chosen: list[CsvFile]) -> list[CsvFile]:
         if csv_file.kind != "op_summary" or directory in seen:
             continue
         seen.add(directory)
-        times = [f for f in _csvs_in(directory, csv_file.device) if f.kind == "task_time"]
+        times = [f for f in _csvs_in(directory, csv_file.device, csv_file.run) if f.kind == "task_time"]
         same = [f for f in times if f.stamp == csv_file.stamp]
         out.extend(sorted(same, key=lambda f: f.slice) if same else _pick(times))
     return out
@@ -277,7 +286,7 @@ def find_summary_csvs(run_dir: Path) -> list[CsvFile]:
 
 def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
     merged_dir = run_dir / MERGED_DIR
-    merged = _pick(list(_csvs_in(merged_dir, None))) if _export_dir(merged_dir) else []
+    merged = _pick(list(_csvs_in(merged_dir, None, run_dir))) if _export_dir(merged_dir) else []
     if merged:
         return merged
     chosen: list[CsvFile] = []
@@ -291,7 +300,7 @@ def _find_summary_csvs(run_dir: Path) -> list[CsvFile]:
             continue
         summary = Path(entry.path) / "summary"
         if _export_dir(summary):
-            chosen.extend(_pick(list(_csvs_in(summary, device))))
+            chosen.extend(_pick(list(_csvs_in(summary, device, run_dir))))
     return chosen
 
 
@@ -324,6 +333,18 @@ def refuse_linked_folders(run_dir: Path) -> None:
         if (name == "host" or DEVICE_DIR_PATTERN.match(name)) and _export_dir(run_dir / name):
             for sub in ("data", "summary"):
                 _export_dir(run_dir / name / sub)
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether *path* is a run: named ``PROF_*``, or holding ``device_N``, ``host`` or an export
+    folder (a run copied under another name). Its listing follows no link below it."""
+    if RUN_PATTERN.match(path.name) and path.is_dir():
+        return True
+    try:
+        names = list_in_run(path) or []
+    except RunFileError:
+        return False
+    return any(DEVICE_DIR_PATTERN.match(n) for n in names) or "host" in names or MERGED_DIR in names
 
 
 def device_of_directory(name: str) -> int | None:

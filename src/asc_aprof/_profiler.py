@@ -23,7 +23,6 @@ from ._bench import (
     with_grads,
 )
 from ._binding import ProfileTypes
-from ._collector import remove_run_dir, timeout_error
 from ._core import (
     ProfilerBase,
     ProfileRun,
@@ -32,55 +31,19 @@ from ._core import (
     exit_profile_body,
     mark_manual_start,
 )
+from ._drive import drive
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
-from ._layout import find_summary_csvs, refuse_linked_folders
-from ._protocol import Export, Parse, ReadRaw, Step, Steps, Wait
-from ._raw import Reader, raw_or_fallback, read_run
-from ._reader import RunTasks, gather, iter_file_batches, summary_csvs_or_error
-from ._records import ProfilingResult, make_result
-from ._runguard import exporting, wait_for_export
+from ._records import ProfilingResult
+from ._run import Run
+from ._runguard import exporting
 from ._tune import TuneOptions, TuneResult
 from ._tune import tune as tune_sync
 
 T = TypeVar("T")
 
 ConfigT = TypeVar("ConfigT")
-
-
-def perform(step: Step) -> Any:
-    """One protocol step, done by blocking this thread."""
-    if isinstance(step, Wait):
-        if not step.latch.wait(step.timeout) and step.strict:
-            raise timeout_error(step.what, step.timeout)
-        return None
-    if isinstance(step, ReadRaw):
-        refuse_linked_folders(step.run_dir)
-        return read_run(step.run_dir, counters=step.counters)
-    if isinstance(step, Export):
-        with exporting(step.run_dir):
-            return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
-    if isinstance(step, Parse):
-        return gather(iter_file_batches(step.files, counters=step.counters), counters=step.counters)
-    remove_run_dir(step.run_dir, step.root, step.reason)
-    return None
-
-
-def drive(steps: Steps[T]) -> T:
-    """Run a protocol phase to its end, blocking; exceptions of a step are thrown back into it."""
-    outcome: Any = None
-    failure: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(outcome) if failure is None else steps.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        outcome, failure = None, None
-        try:
-            outcome = perform(step)
-        except BaseException as exc:
-            failure = exc
 
 
 class Profiler(ProfilerBase):
@@ -169,22 +132,15 @@ class Profiler(ProfilerBase):
         return self._store(self._last_run_dir(), counters)
 
     def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
-        wait_for_export(run_dir)
-        files = find_summary_csvs(run_dir)
-        if not files and self.reader is not Reader.MSPROF:
-            refuse_linked_folders(run_dir)
-            raw = raw_or_fallback(self.reader, read_run(run_dir, counters=counters), run_dir)
-            if raw is not None:
-                self.last_result = make_result(raw.profiling_tasks(), run_dir.name, raw.counters)
-                return self.last_result
-            with exporting(run_dir):
-                run_export(self.toolkit, run_dir, timeout=self.export_timeout)
-            files = find_summary_csvs(run_dir)
-        gathered = RunTasks(counters)
-        for batch in iter_file_batches(files or summary_csvs_or_error(run_dir), counters=counters):
-            gathered.add(batch)
-        self.last_result = make_result(gathered.tasks, run_dir.name, gathered.counters())
+        self.last_result = Run(run_dir, **self._reading()).result(counters=counters)
         return self.last_result
+
+    def open_run(self, run: str | os.PathLike[str] | None = None) -> Run:
+        """A run of this profiler's result path (a run id; default the newest, as
+        :meth:`store_last_result` picks it) as a :class:`~asc_aprof.Run`, read with this
+        profiler's ``reader``, toolkit and export timeout."""
+        run_dir = self._last_run_dir() if run is None else self._run_dir(run)
+        return Run(run_dir, **self._reading())
 
     def cleanup(self) -> list[Path]:
         """Delete raw runs this profiler created in the temporary root (none in a path you gave).

@@ -8,15 +8,16 @@ stopped, get the window's shared result (export and parse it when first, else wa
 does), take this device's tasks, and vote on deleting the run. Every rule about those steps lives
 here, as generators that *yield what they need done* (sans-IO, as the parser is):
 
-* :class:`Wait` a latch (with a timeout, optionally shielded from cancellation),
-* :class:`ReadRaw` a run's raw data natively (unless the profiler's ``reader`` is ``msprof``),
-* :class:`Export` a run with ``msprof.py``, :class:`Parse` its CSVs (when the raw reader
-  declined, or is not used), :class:`Remove` a run.
+* :class:`~asc_aprof._steps.Wait` a latch (with a timeout, optionally shielded from cancellation),
+* read the run by the one reading policy (``yield from`` :func:`asc_aprof._run.obtain`: raw data
+  natively, else an export with ``msprof.py``, under the profiler's ``reader``), then
+  :class:`~asc_aprof._steps.Offload` the split of raw tasks by device, or
+  :class:`~asc_aprof._steps.Parse` the exported CSVs,
+* :class:`~asc_aprof._steps.Remove` a run.
 
-A driver sends each step's outcome back, or throws its exception in, so the protocol decides what
-an interrupt means at every point. The drivers only differ in how they wait: blocking
-(:func:`asc_aprof._profiler.drive`) or awaiting (:func:`asc_aprof._async.drive_async`), and the
-sweep runs the async driver. The rules:
+A driver (:mod:`asc_aprof._drive`) sends each step's outcome back, or throws its exception in, so
+the protocol decides what an interrupt means at every point. The two drivers only differ in how
+they wait: blocking or awaiting, and the sweep runs the awaiting one. The rules:
 
 * **leave before handing over**: a failed or cancelled start, or a body that raised, leaves the
   window at once; when it was the last body, the caller waits (shielded, bounded) for the stop,
@@ -35,12 +36,10 @@ sweep runs the async driver. The rules:
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-from collections.abc import Generator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ._collector import (
     REMOVED_BY_CLEANUP_CALL,
@@ -53,71 +52,15 @@ from ._collector import (
 )
 from ._counters import TaskCounters
 from ._errors import AprofError
-from ._latch import Latch
-from ._layout import CsvFile
-from ._raw import Declined, RawResult, Reader, raw_or_fallback
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
-from ._toolkit import Toolkit
+from ._run import obtain
+from ._steps import Offload, Parse, Remove, Steps, Wait
 
 if TYPE_CHECKING:
     from ._core import ProfilerBase, ProfileRun
 
 T = TypeVar("T")
 
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Wait:
-    """Wait until *latch* is set; past *timeout*, raise CollectionTimeout (or return, if not *strict*)."""
-
-    latch: Latch
-    timeout: float | None
-    what: str
-    shield: bool = False
-    strict: bool = True
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Export:
-    """Run ``msprof.py export summary`` on *run_dir*; the outcome is the CSV files to parse."""
-
-    toolkit: Toolkit
-    run_dir: Path
-    timeout: float | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Parse:
-    """Parse *files* (with their PMU *counters*); the outcome: per device, tasks as a shared tuple
-    and their counters (None without *counters*)."""
-
-    files: Sequence[CsvFile]
-    counters: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReadRaw:
-    """Read *run_dir*'s raw ``PROF_*`` data natively (with the PMU *counters*); the outcome is a
-    RawResult or a Declined."""
-
-    run_dir: Path
-    counters: bool = False
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Remove:
-    """Delete *run_dir*, a run of the library's temporary root *root* (never followed out of it).
-
-    *reason* is remembered, so a later look-up of the run can say who deleted it.
-    """
-
-    run_dir: Path
-    root: Path
-    reason: str
-
-
-Step = Wait | ReadRaw | Export | Parse | Remove
-#: A protocol phase: yields steps, is sent their outcomes, returns *T*.
-Steps = Generator[Step, Any, T]
 
 logger = logging.getLogger("asc_aprof")
 
@@ -236,25 +179,27 @@ class Call:
                 yield Wait(changed, None, "the shared export")
                 continue
             try:
-                tasks: dict[int | None, DeviceTasks] | None = None
                 counters = shared.counters_wanted
-                if profiler.reader is not Reader.MSPROF:
+                began = time.monotonic()
+
+                def on_export(finished: bool, seconds: float) -> None:
+                    profiler._emit("export_finished" if finished else "export_started", window, seconds)
+
+                found = yield from obtain(
+                    run_dir,
+                    counters=counters,
+                    reader=profiler.reader,
+                    toolkit=window.key.toolkit,
+                    export_timeout=profiler.export_timeout,
+                    on_export=on_export,
+                )
+                if found.raw is not None:
+                    tasks: dict[int | None, DeviceTasks] = yield Offload(found.raw.device_tasks)
+                else:
                     began = time.monotonic()
-                    outcome: RawResult | Declined = yield ReadRaw(run_dir, counters)
-                    raw = raw_or_fallback(profiler.reader, outcome, run_dir)
-                    if raw is not None:
-                        tasks = raw.device_tasks()
-                        rows = len(raw.tasks)
-                        profiler._emit("parse_finished", window, time.monotonic() - began, rows)
-                if tasks is None:
-                    profiler._emit("export_started", window)
-                    began = time.monotonic()
-                    files = yield Export(window.key.toolkit, run_dir, profiler.export_timeout)
-                    profiler._emit("export_finished", window, time.monotonic() - began)
-                    began = time.monotonic()
-                    tasks = yield Parse(files, counters)
-                    rows = sum(len(v[0]) for v in tasks.values())
-                    profiler._emit("parse_finished", window, time.monotonic() - began, rows)
+                    tasks = yield Parse(found.files, counters)
+                rows = sum(len(v[0]) for v in tasks.values())
+                profiler._emit("parse_finished", window, time.monotonic() - began, rows)
             except AprofError as exc:
                 shared.publish(None, exc)
             except BaseException:

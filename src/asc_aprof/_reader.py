@@ -47,7 +47,6 @@ import datetime
 import decimal
 import enum
 import logging
-import os
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -61,7 +60,7 @@ from ._counters import CounterBuilder, TaskCounters
 from ._errors import UsageError
 from ._layout import CsvFile, find_summary_csvs, task_time_beside
 from ._parser import TaskParser
-from ._raw import RawResult, read_run
+from ._raw import RawResult
 from ._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
 from ._records import ProfilingTask
 
@@ -406,7 +405,7 @@ def iter_timed_file_tasks(
     """Batches of a timed :class:`RunReader` over *files*, read in 1 MiB chunks."""
     reader = RunReader(files, timed=True, extra=extra)
     while (csv_file := reader.next_file()) is not None:
-        with open(csv_file.path, "rb") as stream:
+        with csv_file.open() as stream:
             while reader.reading:
                 batch = reader.feed(stream.read(SYNC_CHUNK))
                 if batch:
@@ -423,7 +422,7 @@ def iter_file_batches(files: Sequence[CsvFile], *, counters: bool = False) -> It
     """Batches of tasks (with their counters, when asked) from *files*, read in 1 MiB chunks."""
     reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
-        with open(csv_file.path, "rb") as stream:
+        with csv_file.open() as stream:
             while reader.reading:
                 batch = reader.feed_batch(stream.read(SYNC_CHUNK))
                 if batch.tasks:
@@ -448,7 +447,7 @@ async def aiter_file_batches(
     """
     reader = RunReader(files, counters=counters)
     while (csv_file := reader.next_file()) is not None:
-        async with await anyio.open_file(csv_file.path, "rb") as stream:
+        async with await _aopen(csv_file) as stream:
             while reader.reading:
                 chunk = await stream.read(SYNC_CHUNK)
                 if not chunk:
@@ -478,7 +477,7 @@ def iter_file_columns(files: Sequence[CsvFile], *, counters: bool = False) -> It
 
 def _columns_of(reader: RunReader) -> Iterator[ColumnBatch]:
     while (csv_file := reader.next_file()) is not None:
-        with open(csv_file.path, "rb") as stream:
+        with csv_file.open() as stream:
             while reader.reading:
                 batch = reader.feed_columns(stream.read(SYNC_CHUNK))
                 if batch.length:
@@ -508,7 +507,7 @@ async def aread_file_columns(
     assert reader.tables is not None
     builder = ColumnBuilder(counters, reader.tables)
     while (csv_file := reader.next_file()) is not None:
-        async with await anyio.open_file(csv_file.path, "rb") as stream:
+        async with await _aopen(csv_file) as stream:
             while reader.reading:
                 chunk = await stream.read(ASYNC_COLUMN_READ)
                 if not chunk:
@@ -531,56 +530,9 @@ def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
     return builder.build(run_id, _now())
 
 
-def _files_or_raw(path: Path, counters: bool) -> list[CsvFile] | RawResult:
-    """The run's CSVs; without them what the raw reader reads (with the PMU *counters*).
-
-    :raises UsageError: neither (the raw reader's reason is named)
-    """
-    files = find_summary_csvs(path)
-    if files:
-        return files
-    outcome = read_run(path, counters=counters)
-    if isinstance(outcome, RawResult):
-        return outcome
-    raise UsageError(
-        f"run {path.name} has no exported op_summary/task_time CSV in {path} and the raw reader "
-        f"declined it ({outcome}); call export() first"
-    )
-
-
-def read_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
-    """Every task of a run as :class:`~asc_aprof.TaskColumns`, without a task object.
-
-    The fast way to a large run's statistics: ``kernel_stats(read_columns(run))`` reads what
-    ``store_result`` reads (every device, level-0 types joined) into columns, in C when the
-    extension is built, and gives the same statistics. A run not exported yet is read by the
-    raw reader when it accepts the run (the same columns its CSVs would give).
-
-    :param counters: also read the PMU counters (``TaskCounters``; of a run not exported yet, the
-        raw reader's, where it reads them)
-    :raises UsageError: when the run has no exported CSV and the raw reader declined it:
-        ``export()`` it first
-    :raises ParseError: for a malformed CSV (file and line)
-    """
-    path = Path(run_dir)
-    source = _files_or_raw(path, counters)
-    if isinstance(source, RawResult):
-        return raw_columns(source, path.name)
-    return read_file_columns(source, counters=counters, run_id=path.name)
-
-
-async def aread_columns(run_dir: str | os.PathLike[str], *, counters: bool = False) -> TaskColumns:
-    """:func:`read_columns` with anyio's file API: 4 MiB per worker-thread read, and the event loop
-    gets a checkpoint per 512 KiB (a run not exported yet is read by the raw reader in a worker
-    thread).
-
-    Cancelled: the file being read is closed and nothing is kept (no task, no column).
-    """
-    path = Path(run_dir)
-    source = await anyio.to_thread.run_sync(_files_or_raw, path, counters, abandon_on_cancel=True)
-    if isinstance(source, RawResult):
-        return raw_columns(source, path.name)
-    return await aread_file_columns(source, counters=counters, run_id=path.name)
+async def _aopen(csv_file: CsvFile) -> anyio.AsyncFile[bytes]:
+    """:meth:`CsvFile.open` in a worker thread (the checks are a few system calls)."""
+    return anyio.wrap_file(await anyio.to_thread.run_sync(csv_file.open))
 
 
 def _now() -> datetime.datetime:

@@ -52,12 +52,11 @@ from typing import Any, Final
 from ._columns import NO_ID, ColumnBatch, ColumnBuilder, TaskColumns, counter_bytes, group_rows, take
 from ._counters import TaskCounters
 from ._errors import UsageError
-from ._export import run_export
-from ._layout import RUN_PATTERN, CsvFile, find_summary_csvs, list_runs
-from ._raw import RawResult, Reader, raw_or_fallback, read_run
-from ._reader import RunTasks, iter_file_batches, raw_columns, read_file_columns
-from ._records import ProfilingResult, make_result
-from ._runguard import exporting
+from ._layout import is_run_dir, list_runs
+from ._raw import Reader
+from ._records import ProfilingResult
+from ._run import Run
+from ._runinfo import RunInfo
 from ._stats import KernelStats
 from ._toolkit import Toolkit
 
@@ -66,11 +65,16 @@ REPORT_VERSION: Final = 3
 #: Report versions :func:`load_json` reads.
 REPORT_VERSIONS: Final = (1, 2, 3)
 
-Run = ProfilingResult | TaskColumns
+RunData = ProfilingResult | TaskColumns
 
 
 def report(
-    results: Sequence[Run], stats: Sequence[KernelStats], *, samples: bool = True, skip: int = 0
+    results: Sequence[RunData],
+    stats: Sequence[KernelStats],
+    *,
+    samples: bool = True,
+    skip: int = 0,
+    infos: Sequence[RunInfo] = (),
 ) -> dict[str, Any]:
     """The version-3 report of *results* (results or columns) with their per-kernel statistics.
 
@@ -78,15 +82,22 @@ def report(
         ``compare`` (what callers that merge runs for a later comparison want, so the default);
         ``asc-aprof summary --json`` passes False unless ``--samples``: the statistics only
     :param skip: the skip *stats* were computed with (recorded)
+    :param infos: what runs read from disk say about their collection (each run's entry gets its
+        ``collection``: chip, CANN, level, metric group, start, source)
     """
+    by_id = {info.run_id: info for info in infos}
+    runs = []
+    for r in results:
+        entry = run_entry(r if isinstance(r, TaskColumns) else TaskColumns.from_result(r), samples)
+        info = by_id.get(str(entry.get("run_id")))
+        if info is not None:
+            entry["collection"] = info.as_dict()
+        runs.append(entry)
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
         "skip": skip,
-        "runs": [
-            run_entry(r if isinstance(r, TaskColumns) else TaskColumns.from_result(r), samples)
-            for r in results
-        ],
+        "runs": runs,
         "kernels": [s.to_dict() for s in stats],
     }
 
@@ -236,7 +247,7 @@ def runs_of(path: Path) -> list[Path]:
     """
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    if RUN_PATTERN.match(path.name) and path.is_dir():
+    if is_run_dir(path):
         return [path]
     if path.is_dir():
         runs = list_runs(path)
@@ -260,29 +271,6 @@ def load_json(path: Path) -> list[ProfilingResult]:
     return [c.result() for c in loaded.runs]
 
 
-def raw_read(run: Path, reader: Reader, *, counters: bool = False) -> RawResult | None:
-    """*run* (not exported) read by the raw reader, or None where ``msprof.py`` has to export it.
-
-    *counters*: with the PMU counters (where the raw reader declines them, ``auto`` exports).
-
-    :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined the run
-    """
-    if reader is Reader.MSPROF:
-        return None
-    return raw_or_fallback(reader, read_run(run, counters=counters), run)
-
-
-def export_run(run: Path, toolkit: Callable[[], Toolkit] | None, timeout: float | None) -> list[CsvFile]:
-    """Export *run* with ``msprof.py`` (the toolkit is only looked for here, when needed).
-
-    :raises UsageError: no *toolkit* given (saying how to export the run)
-    """
-    if toolkit is None:
-        raise UsageError(f"{run}: not exported yet (run `asc-aprof export {run}`)")
-    with exporting(run):
-        return run_export(toolkit(), run, timeout=timeout)
-
-
 def load_results(
     path: Path,
     *,
@@ -293,29 +281,14 @@ def load_results(
 ) -> list[ProfilingResult]:
     """Results from a JSON report or result file, a result directory or a ``PROF_*`` run.
 
-    A run not exported yet is read by the raw reader when it accepts the run (no toolkit
-    needed, with its PMU counters for *counters*); else (or with ``reader="msprof"``) it is
-    exported with *toolkit*, called only then (none given: refused, saying how to).
-    *reader*: as ``Profiler(reader=...)``. *counters*: read the runs' PMU counters too (a JSON
-    file has them when it was written with them).
+    Each run is read by the one reading policy (:func:`~asc_aprof.open_run`: raw data natively,
+    its exported CSVs, else an export with *toolkit*, called only then; None: no export).
+    *counters*: read the runs' PMU counters too (a JSON file has them when it was written with
+    them).
     """
     if path.is_file() and path.suffix == ".json":
         return load_json(path)
-    mode = Reader.of(reader)
-    results = []
-    for run in runs_of(path):
-        files = find_summary_csvs(run)
-        if not files:
-            raw = raw_read(run, mode, counters=counters)
-            if raw is not None:
-                results.append(make_result(raw.profiling_tasks(), run.name, raw.counters))
-                continue
-            files = export_run(run, toolkit, export_timeout)
-        gathered = RunTasks(counters)
-        for batch in iter_file_batches(files, counters=counters):
-            gathered.add(batch)
-        results.append(make_result(gathered.tasks, run.name, gathered.counters()))
-    return results
+    return [_run(run, toolkit, export_timeout, reader).result(counters=counters) for run in runs_of(path)]
 
 
 def load_run_columns(
@@ -326,19 +299,30 @@ def load_run_columns(
     counters: bool = False,
     reader: Reader | str = Reader.AUTO,
 ) -> list[TaskColumns]:
-    """The runs of a result directory or ``PROF_*`` run as columns (see :func:`load_results`).
+    """The runs of a result directory or ``PROF_*`` run as columns (see :func:`load_results`)."""
+    loaded = read_runs(path, toolkit=toolkit, export_timeout=export_timeout, counters=counters, reader=reader)
+    return [columns for columns, _ in loaded]
 
-    A run the raw reader reads becomes columns of its tasks, equal to what its CSVs would give.
-    """
-    mode = Reader.of(reader)
+
+def read_runs(
+    path: Path,
+    *,
+    toolkit: Callable[[], Toolkit] | None = None,
+    export_timeout: float | None = None,
+    counters: bool = False,
+    reader: Reader | str = Reader.AUTO,
+) -> list[tuple[TaskColumns, RunInfo]]:
+    """:func:`load_run_columns`, each run with what it says about its collection and its source."""
     out = []
     for run in runs_of(path):
-        files = find_summary_csvs(run)
-        if not files:
-            raw = raw_read(run, mode, counters=counters)
-            if raw is not None:
-                out.append(raw_columns(raw, run.name))
-                continue
-            files = export_run(run, toolkit, export_timeout)
-        out.append(read_file_columns(files, counters=counters, run_id=run.name))
+        handle = _run(run, toolkit, export_timeout, reader)
+        out.append((handle.columns(counters=counters), handle.info))
     return out
+
+
+def _run(
+    run: Path, toolkit: Callable[[], Toolkit] | None, export_timeout: float | None, reader: Reader | str
+) -> Run:
+    return Run(
+        run, reader=reader, toolkit=toolkit, export_timeout=export_timeout, allow_export=toolkit is not None
+    )

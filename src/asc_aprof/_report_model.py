@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ._columns import TaskColumns
 from ._errors import UsageError
 from ._records import ProfilingResult, ProfilingTask
+from ._runinfo import RunInfo, collection_line
 from ._stats import DURATION, column_side_values, compare_tasks, quantile
 from ._timeline import TimedTask, Timeline
 from ._verdict import bound_verdict
@@ -136,6 +137,7 @@ class Slice:
     device: int | None
     tasks: tuple[ProfilingTask, ...]
     timed: tuple[TimedTask, ...] | None
+    info: RunInfo | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -204,6 +206,14 @@ class ReportModel:
     skip: int
     confidence: float = 0.95
     notes: tuple[str, ...] = ()
+    #: what each run read from disk says about its collection (chip, CANN, level, metric group, start)
+    runs: tuple[RunInfo, ...] = ()
+
+    def collection(self) -> str:
+        """What every run shares of chip, CANN, level, metric group and start, as one line."""
+        return collection_line(self.runs)
+
+
 
 
 def _apply_skip(tasks: Sequence[ProfilingTask], skip: int) -> list[int]:
@@ -275,6 +285,7 @@ def slices_of(
                     device,
                     tuple(tasks[i] for i in keep),
                     None if timed_items is None else tuple(timed_items[i] for i in keep),
+                    result.info if isinstance(result, Timeline) else None,
                 )
             )
     return out
@@ -454,7 +465,13 @@ def build_model(
             "No start times in these inputs (JSON results carry none): give the PROF_* runs or their "
             "result directory for the timeline and the counters."
         )
+    runs: dict[str, RunInfo] = {}
+    for _, pieces in groups:
+        for piece in pieces:
+            if piece.info is not None:
+                runs.setdefault(piece.run_id, piece.info)
     return ReportModel(
+        runs=tuple(runs.values()),
         title=title or "asc-aprof report",
         inputs=tuple((g, r, n) for (g, r), n in counts.items()),
         kernels=tuple(_kernel_views(slices, verdict)),

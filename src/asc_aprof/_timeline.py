@@ -31,18 +31,16 @@ import math
 import os
 import types
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import NamedTuple
 
 from ._counters import counter_indexes
-from ._errors import UsageError
-from ._layout import RUN_PATTERN
+from ._layout import CsvFile
 from ._raw import RawResult
-from ._reader import cell_ns, iter_timed_file_tasks, start_unit_ns, summary_csvs_or_error
+from ._reader import cell_ns, iter_timed_file_tasks, start_unit_ns
 from ._records import ProfilingTask
-
-if TYPE_CHECKING:
-    from ._async import SweepItem
+from ._runinfo import RunInfo
 
 _new_tuple = tuple.__new__
 
@@ -80,11 +78,14 @@ class Timeline:
     :ivar run_id: the ``PROF_*`` directory name
     :ivar tasks: the tasks in file order (start order per device)
     :ivar cases: case label per device (a read-only mapping; empty when not labelled)
+    :ivar info: what the run says about its collection (chip, level, metric group, start, source
+        read), where it was read from a run on disk
     """
 
     run_id: str
     tasks: tuple[TimedTask, ...]
     cases: Mapping[int | None, str] = dataclasses.field(default_factory=dict)
+    info: RunInfo | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cases", types.MappingProxyType(dict(self.cases)))
@@ -142,24 +143,17 @@ def _cases_of(
     return {device: str(case) for device in devices}
 
 
-def read_timeline(
-    run: str | os.PathLike[str],
+def csv_timeline(
+    run: Path,
+    files: Sequence[CsvFile],
     *,
     case: str | Mapping[int | None, object] | None = None,
     counters: bool = True,
 ) -> Timeline:
-    """The timed tasks of an exported ``PROF_*`` run (see the module doc for what is exact).
+    """The timed tasks of the exported CSVs *files* of *run* (see the module doc for what is exact).
 
-    :param run: the run directory (exported: ``asc-aprof export`` or ``Profiler.export()``)
-    :param case: a case label for every device of the run, or one per device (a mapping)
-    :param counters: also read every counter column (op_summary's PMU columns)
-    :raises UsageError: when *run* is not an exported run
     :raises ParseError: for a malformed CSV (file and line named)
     """
-    path = Path(run)
-    if not path.is_dir():
-        raise UsageError(f"{path}: no such run directory (give an exported PROF_* run)")
-    files = summary_csvs_or_error(path)
     timed: list[TimedTask] = []
     append = timed.append
     extra = counter_columns if counters else None
@@ -175,44 +169,22 @@ def read_timeline(
             values = _counters(names, cells[2:]) if names else None
             # tuple.__new__: a NamedTuple's own __new__ costs as much again per task
             append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values)))
-    run_id = path.resolve().name
+    run_id = run.resolve().name
     return Timeline(run_id, tuple(timed), _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
 
 
 def raw_timeline(
     run: str | os.PathLike[str], raw: RawResult, *, case: str | Mapping[int | None, object] | None = None
 ) -> Timeline:
-    """The timeline of a run the raw reader read (*raw*): what :func:`read_timeline` reads from
-    its CSVs once exported (the same tasks, starts and streams), without counters."""
-    timed = tuple(_new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, None)) for t in raw.tasks)
+    """The timeline of a run the raw reader read (*raw*): what :func:`csv_timeline` reads from
+    its CSVs once exported (the same tasks, starts and streams), with the PMU counters when the
+    raw reader read them (``RawResult.counters``)."""
+    rows: Iterable[Mapping[str, float | None] | None] = (
+        raw.counters.rows() if raw.counters is not None and raw.counters.columns else repeat(None)
+    )
+    timed = tuple(
+        _new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, row))
+        for t, row in zip(raw.tasks, rows, strict=False)
+    )
     run_id = Path(run).resolve().name
     return Timeline(run_id, timed, _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
-
-
-def sweep_timelines(
-    items: Iterable[SweepItem[Any]], result_path: str | os.PathLike[str], *, counters: bool = True
-) -> list[Timeline]:
-    """The timelines of a sweep's items, each device labelled with the case it ran.
-
-    Items that failed are left out. The runs must still exist: sweep into a result path of your
-    own (a temporary root's runs are deleted once parsed unless ``cleanup=False``).
-
-    :raises UsageError: naming the case whose run is gone
-    """
-    root = Path(result_path)
-    by_run: dict[str, dict[int | None, object]] = {}
-    for item in items:
-        if item.result is None:
-            continue
-        by_run.setdefault(item.result.run_id, {})[item.device] = item.case
-    out: list[Timeline] = []
-    for run_id, cases in by_run.items():
-        run = root / run_id
-        if not RUN_PATTERN.match(run_id) or not run.is_dir():
-            shown = ", ".join(str(c) for c in cases.values())
-            raise UsageError(
-                f"run {run_id} of case(s) {shown} is not in {root} (deleted after parsing? sweep into "
-                "a result path of your own, or with cleanup=False)"
-            )
-        out.append(read_timeline(run, case=cases, counters=counters))
-    return out

@@ -13,6 +13,8 @@ gzip-compressed when its name ends in ``.gz`` (both viewers open that as it is):
   in ``args`` the type, task id, stream, run, case (when labelled), the exact start as a string of
   Unix-epoch nanoseconds (19 digits do not fit a JSON reader's double), the duration in ns and the
   counters (when read);
+* per device, a counter track (``"ph": "C"``) for each PMU counter that varies between the
+  device's tasks: the task's value from its start to its end, 0 between tasks;
 * per device, a ``Runs`` thread on top with one complete event per run (named by its case when
   the run is labelled, else by the run id) spanning that run's tasks on the device, so sweeps
   read case by case.
@@ -102,6 +104,8 @@ class _Builder:
         self.synthetic: dict[tuple[int, str, int], int] = {}
         self.processes: dict[int, str] = {}
         self.skipped = 0
+        #: per (pid, counter column): (start, end, value) of each task that has the counter
+        self.counter_spans: dict[tuple[int, str], list[tuple[int, int, float]]] = {}
 
     def _tid(self, pid: int, stream: int | None, lane: int) -> int:
         base = "Stream ?" if stream is None else f"Stream {stream}"
@@ -137,6 +141,10 @@ class _Builder:
             self.events.append(
                 (start, pid, tid, end - start, task.task.name, task.task.type, _task_args(timeline, task))
             )
+            if task.counters:
+                for column, value in task.counters.items():
+                    if value is not None:
+                        self.counter_spans.setdefault((pid, column), []).append((start, end, value))
             key = (index[id(timeline)], device)
             span = spans.get(key)
             if span is None:
@@ -191,7 +199,29 @@ class _Builder:
                 f'"name": {json.dumps(name)}, "cat": {json.dumps(cat)}, "args": {json.dumps(args)}}}'
             )
             first = False
+        for ts, pid, name, value in self.counter_events():
+            yield ("" if first else ",\n") + (
+                f'{{"ph": "C", "pid": {pid}, "tid": 0, "ts": {_us(ts)}, "name": {json.dumps(name)}, '
+                f'"args": {{"value": {json.dumps(value)}}}}}'
+            )
+            first = False
         yield "\n]}\n"
+
+    def counter_events(self) -> list[tuple[int, int, str, float]]:
+        """Counter tracks (``"ph": "C"``): per device, each counter that varies between its tasks
+        takes the task's value at its start and 0 at its end (a constant counter stays in the
+        tasks' args only). (ts, pid, column, value), in time order per track."""
+        out: list[tuple[int, int, str, float]] = []
+        for (pid, column), spans in sorted(self.counter_spans.items()):
+            if len({value for _, _, value in spans}) < 2:
+                continue
+            points: list[tuple[int, int, float]] = []  # (ts, 0 = an end, 1 = a start, value)
+            for start, end, value in spans:
+                points.append((start, 1, value))
+                points.append((end, 0, 0.0))
+            points.sort()
+            out.extend((ts, pid, column, value) for ts, _, value in points)
+        return out
 
 
 def trace_lines(timelines: Iterable[Timeline]) -> Iterator[str]:

@@ -122,6 +122,7 @@ from ._bench import (
 from ._collector import Cohort, get_collector
 from ._enums import AicoreMetrics
 from ._errors import AprofError, InvalidArgumentError
+from ._files import Bound, RunFileError, read_in_run
 from ._records import ProfilingTask
 from ._stats import median_interval, quantile
 from ._version import __version__
@@ -564,9 +565,10 @@ def platform_of(info: Mapping[str, Any], toolkit_library: Path) -> tuple[str, st
 
 
 def read_info(run_dir: Path) -> dict[str, Any]:
+    """The run's ``host/info.json`` (read by the one reading rule), or {} where it has none."""
     try:
-        data = json.loads((run_dir / "host" / "info.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_in_run(run_dir, run_dir / "host" / "info.json", Bound.METADATA))
+    except (RunFileError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

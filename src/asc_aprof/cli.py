@@ -28,17 +28,19 @@ from ._discovery import discover_toolkit
 from ._errors import AprofError, ToolkitNotFoundError
 from ._export import run_export_async
 from ._layout import MERGED_DIR
-from ._raw import Reader
+from ._raw import RawReadDeclined, Reader
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
 from ._report import (
     JsonRuns,
     load_json_columns,
-    load_run_columns,
     no_samples_error,
+    read_runs,
     report,
     runs_of,
     stored_report,
 )
+from ._run import RunUnreadable
+from ._runinfo import RunInfo, collection_line
 from ._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._toolkit import Toolkit
 from ._verdict import VERDICT_RULE, Verdict, VerdictKind
@@ -267,10 +269,11 @@ def _toolkit_for(args: argparse.Namespace) -> Toolkit:
 
 
 def load_columns(
-    path: Path, args: argparse.Namespace, *, counters: bool = False
+    path: Path, args: argparse.Namespace, *, counters: bool = False, infos: list[RunInfo] | None = None
 ) -> list[TaskColumns] | JsonRuns:
     """The runs under *path* as columns (no task object is made), or, for a version-3 report
-    without samples, what it holds (its statistics).
+    without samples, what it holds (its statistics). *infos*: gets what each run read from disk
+    says about its collection.
 
     With *counters*, a JSON file must hold them (a report written with ``--metrics``).
     """
@@ -283,13 +286,16 @@ def load_columns(
                 f"{path}: this JSON has no PMU counters (write it with `asc-aprof summary --metrics --json`)"
             )
         return list(loaded.runs)
-    return load_run_columns(
+    runs = read_runs(
         path,
         toolkit=lambda: _toolkit_for(args),
         export_timeout=args.timeout,
         counters=counters,
         reader=args.reader,
     )
+    if infos is not None:
+        infos.extend(info for _, info in runs)
+    return [columns for columns, _ in runs]
 
 
 def compared_columns(path: Path, args: argparse.Namespace, counters: bool) -> list[TaskColumns]:
@@ -459,8 +465,9 @@ def _stored_stats(path: Path, loaded: JsonRuns, args: argparse.Namespace) -> lis
 def cmd_summary(args: argparse.Namespace) -> int:
     columns: list[TaskColumns] = []
     stored: list[tuple[Path, JsonRuns]] = []
+    infos: list[RunInfo] = []
     for path in args.paths:
-        loaded = load_columns(Path(path), args, counters=args.metrics)
+        loaded = load_columns(Path(path), args, counters=args.metrics, infos=infos)
         if isinstance(loaded, JsonRuns):
             stored.append((Path(path), loaded))
         else:
@@ -473,13 +480,19 @@ def cmd_summary(args: argparse.Namespace) -> int:
         run_ids = [c.run_id or "-" for c in columns]
     if args.json:
         data = stored_report(stored[0][1], stats) if stored else None
-        json.dump(data or report(columns, stats, samples=args.samples, skip=args.skip), sys.stdout)
+        json.dump(
+            data or report(columns, stats, samples=args.samples, skip=args.skip, infos=infos), sys.stdout
+        )
         print()
         return 0
     if not stats:
         tasks = [t for c in columns for t in c.iter_tasks()]  # only to say why nothing matched
         raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
     runs = ", ".join(run_ids)
+    collection = collection_line(infos)
+    if collection:
+        sources = sorted({i.source.value for i in infos if i.source is not None})
+        print(f"{collection} · read from {', '.join(sources)}" if sources else collection)
     if args.metrics:
         print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
         judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
@@ -765,10 +778,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 READ_RULE: Final = (
-    "A run not exported yet is read natively by the raw reader when it accepts the run (no toolkit\n"
-    "needed); only when it declines is the run exported first with msprof.py (that needs a toolkit:\n"
-    "--simulate picks the simulated one). {counters} reads PMU counters, which only the exported\n"
-    "CSVs hold, so it exports first. --reader chooses (auto, raw, msprof), as Profiler(reader=...)."
+    "Each run is read natively from its raw data when the raw reader accepts it (no toolkit needed;\n"
+    "{counters} reads the PMU counters there too, where they were verified); else from its exported\n"
+    "CSVs; else it is exported with msprof.py first (that needs a toolkit: --simulate picks the\n"
+    "simulated one). --reader chooses (auto, raw, msprof), as Profiler(reader=...). When no source\n"
+    "works, the error gives each source's reason."
 )
 
 
@@ -794,10 +808,10 @@ def build_parser() -> argparse.ArgumentParser:
                 choices=[r.value for r in Reader],
                 default=Reader.AUTO.value,
                 help=(
-                    "how a run not exported yet is read (as Profiler(reader=...)): auto (default) reads "
-                    "it natively when the raw reader accepts it, else exports it with msprof.py (that "
-                    "needs a toolkit); raw: natively only; msprof: always export. PMU counters come "
-                    "from exported CSVs only"
+                    "how a run is read (as Profiler(reader=...)): auto (default) reads its raw data "
+                    "natively when the raw reader accepts it (PMU counters included), else its exported "
+                    "CSVs, else exports it with msprof.py (that needs a toolkit); raw: natively only; "
+                    "msprof: its CSVs, else an export"
                 ),
             )
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
@@ -958,6 +972,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         first = lines[0]
+        if isinstance(exc, RunUnreadable | RawReadDeclined):
+            first = exc.message(flags=True)  # the fix in the words of the command line
         if isinstance(exc, ToolkitNotFoundError):
             first = (
                 "no CANN toolkit found: `source <CANN install>/set_env.sh` (sets ASCEND_HOME_PATH), or "

@@ -39,7 +39,7 @@ def outcomes(exported: dict[str, tuple[Path, str]]) -> dict[str, RawResult | Dec
 
 def csv_tasks(exported: dict[str, tuple[Path, str]], name: str, toolkit: Toolkit) -> list[ProfilingTask]:
     result_path, run_id = exported[name]
-    return list(Profiler(result_path, toolkit=toolkit).store_result(run_id).tasks)
+    return list(Profiler(result_path, toolkit=toolkit, reader="msprof").store_result(run_id).tasks)
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -395,7 +395,7 @@ def test_several_devices_merge_as_the_real_exporter_merges_them(
     outcome = read_run(run_dir)
     assert isinstance(outcome, RawResult), outcome
     Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
-    expected = list(Profiler(result_path, toolkit=real_toolkit).store_result(run_id).tasks)
+    expected = list(Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id).tasks)
     assert outcome.profiling_tasks() == expected
     # Devices in folder-name order, as the exporter merges its per-device CSVs.
     order = [t.device for t in expected]

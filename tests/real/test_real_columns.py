@@ -45,7 +45,7 @@ def test_columns_of_a_real_run_equal_its_result_and_stats(
     if pure:  # the parser's default is read at import: choose it per parser instead
         monkeypatch.setattr("asc_aprof._parser.ACCELERATED", False)
     result_path, run_id = exported[name]
-    result = Profiler(result_path, toolkit=real_toolkit).store_result(run_id, counters=True)
+    result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
     columns = read_columns(result_path / run_id, counters=True)
     assert columns.tasks() == list(result.tasks) and columns.counters == result.counters
     assert columns.run_id == run_id

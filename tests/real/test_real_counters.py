@@ -54,7 +54,7 @@ def test_counters_equal_the_exporters_csv(
 ) -> None:
     result_path, run_id = exported[name]
     columns, values = exporter_counters(output_of(result_path, run_id))
-    result = Profiler(result_path, toolkit=real_toolkit).store_result(run_id, counters=True)
+    result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
     assert result.counters is not None and len(result.counters) == len(result.tasks)
     assert list(result.counters.columns) == columns
     assert result.counters.to_dict() == values
@@ -67,8 +67,8 @@ async def test_async_paths_give_the_same_counters(
     name: str, exported: dict[str, tuple[Path, str]], real_toolkit: Toolkit
 ) -> None:
     result_path, run_id = exported[name]
-    sync = Profiler(result_path, toolkit=real_toolkit).store_result(run_id, counters=True)
-    profiler = AsyncProfiler(result_path, toolkit=real_toolkit)
+    sync = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
+    profiler = AsyncProfiler(result_path, toolkit=real_toolkit, reader="msprof")
     stored = await profiler.store_result(run_id, counters=True)
     assert stored.tasks == sync.tasks and stored.counters == sync.counters
     assert sync.counters is not None
@@ -94,7 +94,7 @@ def test_verdict_910b_l1_div_is_scalar_bound(
     """
     result_path, run_id = exported["910b_l1_div"]
     columns, values = exporter_counters(output_of(result_path, run_id))
-    result = Profiler(result_path, toolkit=real_toolkit).store_result(run_id, counters=True)
+    result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
     (stats,) = kernel_stats(result)
     assert stats.name == "div_kernel" and stats.count == 510
     scalar, vec = _median(values["aiv_scalar_ratio"]), _median(values["aiv_vec_ratio"])
@@ -121,7 +121,7 @@ def test_verdict_310b_addcmul_is_not_bound(
     """
     result_path, run_id = exported["310b_addcmul"]
     _, values = exporter_counters(output_of(result_path, run_id))
-    result = Profiler(result_path, toolkit=real_toolkit).store_result(run_id, counters=True)
+    result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
     (stats,) = kernel_stats(result)
     assert stats.name == "Addcmul" and stats.count == 1 and stats.median_us <= 20
     ratios = {p: _median(values[f"{p}_exe_ratio"]) for p in ("vec", "mac", "scalar", "mte1", "mte2", "mte3")}

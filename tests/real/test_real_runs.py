@@ -133,7 +133,7 @@ def test_store_result_equals_the_exporters_csv(
     result_path, run_id = exported[name]
     expected = expected_tasks(output_of(result_path, run_id))
     assert expected, f"{name}: the real exporter wrote no task"
-    result = Profiler(result_path, toolkit=real_toolkit).store_result(run_id)
+    result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id)
     assert list(result.tasks) == expected
     assert result.run_id == run_id
     unknown = sum(t.type == "N/A" for t in result.tasks)
@@ -172,7 +172,7 @@ async def test_iter_tasks_streams_the_same_tasks(
     name: str, exported: dict[str, tuple[Path, str]], real_toolkit: Toolkit
 ) -> None:
     result_path, run_id = exported[name]
-    profiler = AsyncProfiler(result_path, toolkit=real_toolkit)
+    profiler = AsyncProfiler(result_path, toolkit=real_toolkit, reader="msprof")
     streamed = [task async for task in profiler.iter_tasks(run_id)]
     assert streamed == expected_tasks(output_of(result_path, run_id))
     stored = await profiler.store_result(run_id)

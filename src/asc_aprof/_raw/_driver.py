@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from .._files import Bound, RunFileError, RunFileMissing, list_in_run, read_in_run
 from ._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
@@ -56,30 +57,32 @@ _gc_paused = _GcPause()
 
 def _listing(run_dir: Path) -> dict[str, list[str]]:
     try:
-        root = os.listdir(run_dir)
-    except OSError as exc:
-        raise DeclinedError(DeclineReason.NOT_A_RUN, f"{run_dir}: {exc.strerror}") from None
+        root = list_in_run(run_dir)
+    except RunFileError as exc:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, str(exc)) from None
+    if root is None:
+        raise DeclinedError(DeclineReason.NOT_A_RUN, f"{run_dir}: no such directory")
     listing: dict[str, list[str]] = {"": root}
     for rel in dirs_to_list(root):
-        try:
-            listing[rel] = os.listdir(run_dir / rel)
-        except FileNotFoundError:
-            listing[rel] = []
-        except OSError as exc:
-            raise DeclinedError(DeclineReason.MALFORMED, f"{run_dir / rel}: {exc.strerror}") from None
+        # A link among the run's folders is refused (RunFileError), never declined: msprof.py
+        # would follow it too.
+        listing[rel] = list_in_run(run_dir, rel) or []
     return listing
 
 
 def _files(path: Path) -> tuple[RunPlan, dict[str, bytes]]:
+    """The run's plan and the bytes of every file it wants, read by the reading rule (_files).
+
+    :raises RunFileError: a link, a FIFO or another special file, or a file over its bound
+    """
     plan = RunPlan.from_listing(_listing(path))
     files: dict[str, bytes] = {}
     for rel in plan.wanted:
+        bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
-            # O_NOFOLLOW: a raw file that is a link (it may lead out of the run) is not read.
-            with open(os.open(path / rel, os.O_RDONLY | os.O_NOFOLLOW), "rb") as stream:
-                files[rel] = stream.read()
-        except OSError as exc:
-            raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
+            files[rel] = read_in_run(path, path / rel, bound)
+        except RunFileMissing as exc:  # listed a moment ago: the run is being changed
+            raise DeclinedError(DeclineReason.MALFORMED, str(exc)) from None
     return plan, files
 
 
@@ -97,6 +100,8 @@ def read_run(
             return decode_run(*_files(path), with_task_time=with_task_time, with_counters=counters)
     except DeclinedError as exc:
         return exc.declined
+    except RunFileError:
+        raise  # refused (a link, a FIFO, too large): no other reader may read it either
     except Exception as exc:  # a bug here must not cost the run: msprof.py can still read it
         logger.warning("raw reader failed on %s", path, exc_info=True)
         return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")

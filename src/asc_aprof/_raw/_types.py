@@ -17,13 +17,12 @@ from ._accel import active as _accelerated
 class Reader(enum.Enum):
     """How a profiler turns a run that has no exported CSV yet into tasks.
 
-    * ``AUTO`` (default): read the raw data natively; where the raw reader declines, run
-      ``msprof.py export summary`` and parse its CSVs;
+    * ``AUTO`` (default): read the raw data natively; where the raw reader declines, read the
+      run's exported CSVs, else run ``msprof.py export summary`` and parse its CSVs;
     * ``RAW``: read natively only; a declined run raises :class:`RawReadDeclined`;
-    * ``MSPROF``: always ``msprof.py`` (``store_result()`` of a run not exported yet is a
-      :class:`~asc_aprof.UsageError`, as before).
+    * ``MSPROF``: the exported CSVs, else ``msprof.py export summary`` first.
 
-    A run that already has exported CSVs is read from them in every mode.
+    The one reading policy of every reader (:func:`asc_aprof.open_run`).
     """
 
     AUTO = "auto"
@@ -79,11 +78,17 @@ class RawReadDeclined(AprofError):
     """``reader="raw"`` and the raw reader declined the run (``declined`` says why)."""
 
     def __init__(self, run_dir: object, declined: Declined) -> None:
-        super().__init__(
-            f"run {run_dir}: the raw reader declined it ({declined}); use reader='auto' to fall back "
-            "to msprof.py, or export() it"
-        )
+        self.run_dir = run_dir
         self.declined = declined
+        super().__init__(self.message(flags=False))
+
+    def message(self, *, flags: bool) -> str:
+        """The one-line message; *flags*: the fix in command-line words (``--reader``)."""
+        fix = "--reader auto" if flags else "reader='auto'"
+        return (
+            f"run {self.run_dir}: the raw reader declined it ({self.declined}); read it with {fix} "
+            "(its exported CSVs, else an export with msprof.py)"
+        )
 
 
 class DeclinedError(Exception):
