@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from ._files import Bound, RunFileError, list_in_run, read_in_run
+from ._files import Bound, RunFileMissing, list_in_run, read_in_run
 from ._layout import DEVICE_DIR_PATTERN
 
 #: Chips by ``platform_version`` in ``info.json`` (the two the raw reader verified on hardware).
@@ -92,9 +92,11 @@ class RunInfo:
 
 
 def _json(run: Path, rel: str) -> Mapping[str, Any]:
+    """The JSON object in *rel*, {} where it is missing or not JSON (a link or a special file is
+    refused: :class:`~asc_aprof.RunFileError`)."""
     try:
         data = json.loads(read_in_run(run, run / rel, Bound.METADATA))
-    except (RunFileError, ValueError):
+    except (RunFileMissing, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -36,7 +36,8 @@ def outcomes(exported: dict[str, tuple[Path, str]]) -> dict[str, RawResult | Dec
 
 def csv_counters(exported: dict[str, tuple[Path, str]], name: str, toolkit: Toolkit) -> TaskCounters:
     result_path, run_id = exported[name]
-    counters = Profiler(result_path, toolkit=toolkit, reader="msprof").store_result(run_id, counters=True).counters
+    profiler = Profiler(result_path, toolkit=toolkit, reader="msprof")  # the exported CSVs
+    counters = profiler.store_result(run_id, counters=True).counters
     assert counters is not None
     return counters
 
