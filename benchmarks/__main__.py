@@ -2,7 +2,8 @@
 
 Sections: parse speed, memory, event-loop stalls, sweep throughput, per-run overhead, waiting
 callers, sweep backpressure, reading raw data natively, tune() racing, the Ray scale-out,
-per-task counters and the columnar statistics. Each figure
+per-task counters, the columnar statistics, and reading natively from async code (loop stalls,
+memory, the stop-to-result guard). Each figure
 is a median or a ratio measured in this run, against a baseline measured next to it.
 """
 
@@ -23,6 +24,7 @@ from ._common import REPO_ROOT, Config, Section, environment, markdown_table, qu
 
 SECTIONS = (
     "parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune", "counters", "columnar",
+    "rawread",
 )  # fmt: skip
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
@@ -210,6 +212,10 @@ def _run_section(name: str, cfg: Config, data_dir: Path, inputs: dict[str, Path]
         from . import columnar
 
         return columnar.run(cfg, data_dir, inputs)
+    if name == "rawread":
+        from . import rawread
+
+        return rawread.run(cfg, data_dir)
     from . import overhead
 
     return overhead.run(cfg, data_dir)
