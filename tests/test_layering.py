@@ -11,7 +11,14 @@ from pathlib import Path
 import asc_aprof
 
 PACKAGE = Path(asc_aprof.__file__).parent
-APPS = {"asc_aprof.sim", "asc_aprof.cli", "asc_aprof.pytest_plugin", "asc_aprof.ray_sweep"}
+# asc_aprof._pytest_recording is the plugin's own (what its fixtures load when a test profiles)
+APPS = {
+    "asc_aprof.sim",
+    "asc_aprof.cli",
+    "asc_aprof.pytest_plugin",
+    "asc_aprof._pytest_recording",
+    "asc_aprof.ray_sweep",
+}
 
 
 def module_name(path: Path) -> str:

@@ -26,37 +26,25 @@ With ``--aprof`` but no CANN toolkit, the fixtures skip the test (one-sentence r
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ._async import AsyncProfiler
-from ._bench import BenchResult
-from ._binding import ProfileTypes
-from ._core import ProfileRun
-from ._discovery import discover_toolkit
-from ._enums import AicoreMetrics
-from ._errors import ToolkitNotFoundError
-from ._passthrough import PassThroughAsyncProfiler, PassThroughProfiler
-from ._profiler import Profiler
-from ._records import AICORE_TASK_TYPES, ProfilingResult, task_time_median
-from ._toolkit import Toolkit
+if TYPE_CHECKING:
+    from ._passthrough import PassThroughAsyncProfiler, PassThroughProfiler
+    from ._pytest_recording import RecordingAsyncProfiler, RecordingProfiler
+    from ._records import ProfilingResult
+
+# The plugin is loaded in every pytest session of every user (the pytest11 entry point): it
+# imports the profilers only when a test asks for a fixture, so a session that never profiles
+# pays for pytest hooks alone.
 
 _RECORDS_KEY = pytest.StashKey[list[dict[str, Any]]]()
-_RESULTS_KEY = pytest.StashKey[list[ProfilingResult]]()
-
-#: What the fixtures record, in the order the test made them.
-Recorded = ProfilingResult | BenchResult
-
-NO_TOOLKIT = (
-    "no CANN toolkit was found (set ASCEND_HOME_PATH, usually by sourcing CANN's set_env.sh), so this "
-    "profiled test is skipped; pass --aprof-simulate to run it on the simulated toolkit instead"
-)
+_RESULTS_KEY = pytest.StashKey[list["ProfilingResult"]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,175 +87,19 @@ def pytest_collection_modifyitems(
         item.add_marker(pytest.mark.anyio)
 
 
-def _toolkit(config: pytest.Config) -> Toolkit:
-    if config.getoption("--aprof-simulate"):
-        from . import sim
-
-        return sim.toolkit()
-    try:
-        return discover_toolkit()
-    except ToolkitNotFoundError:
-        pytest.skip(NO_TOOLKIT)
-
-
-class _Recorder:
-    """What one test's profiler recorded (one test, one thread or task group at a time)."""
-
-    def __init__(self) -> None:
-        self.records: list[Recorded] = []
-
-
-class RecordingProfiler(Profiler):
-    """The ``aprof`` fixture with ``--aprof``: a :class:`Profiler` recording every call's result."""
-
-    enabled = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.recorder = _Recorder()
-
-    @contextlib.contextmanager
-    def profile(
-        self,
-        device_id: int | None = None,
-        cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileTypes | None = None,
-        *,
-        counters: bool = False,
-    ) -> Iterator[ProfileRun]:
-        with super().profile(device_id, cleanup, metrics, profile_types, counters=counters) as run:
-            yield run
-        if run.result is not None:
-            self.recorder.records.append(run.result)
-
-    def _bench(self, *args: Any, **kwargs: Any) -> BenchResult:
-        result = super()._bench(*args, **kwargs)
-        self.recorder.records.append(result)
-        return result
-
-
-class RecordingAsyncProfiler(AsyncProfiler):
-    """The ``aprof_async`` fixture with ``--aprof``: an :class:`AsyncProfiler` that records."""
-
-    enabled = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.recorder = _Recorder()
-
-    @contextlib.asynccontextmanager
-    async def profile(
-        self,
-        device_id: int | None = None,
-        cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
-        profile_types: ProfileTypes | None = None,
-        *,
-        counters: bool = False,
-    ) -> AsyncIterator[ProfileRun]:
-        """As :meth:`AsyncProfiler.profile` (same cancellation), recording the result."""
-        async with super().profile(device_id, cleanup, metrics, profile_types, counters=counters) as run:
-            yield run
-        if run.result is not None:
-            self.recorder.records.append(run.result)
-
-    async def _bench(self, *args: Any, **kwargs: Any) -> BenchResult:
-        result = await super()._bench(*args, **kwargs)
-        self.recorder.records.append(result)
-        return result
-
-
-def _type_counts(tasks: tuple[Any, ...]) -> str:
-    counts: dict[str, int] = {}
-    for task in tasks:
-        counts[task.type] = counts.get(task.type, 0) + 1
-    return ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
-
-
-def _profile_entries(result: ProfilingResult, skip: int) -> list[dict[str, Any]]:
-    kernels = list(dict.fromkeys(t.name for t in result.tasks if t.type in AICORE_TASK_TYPES))
-    base: dict[str, Any] = {"kind": "profile", "run_id": result.run_id, "skip": skip}
-    if not kernels:
-        if not result.tasks:
-            why = "no task was recorded (did the body launch kernels on the profiled device?)"
-        else:
-            why = f"no AI Core task among {len(result.tasks)} tasks ({_type_counts(result.tasks)})"
-            if any(t.type == "N/A" for t in result.tasks):
-                why += "; N/A types come from a level-0 run whose task types could not be joined"
-        return [{**base, "kernel": None, "median_us": None, "count": 0, "note": why}]
-    entries = []
-    for kernel in kernels:
-        count = sum(1 for t in result.tasks if t.name == kernel and t.type in AICORE_TASK_TYPES)
-        entry = {**base, "kernel": kernel, "count": count, "note": ""}
-        if skip and count <= skip:
-            entry["note"] = f"skip {skip} not applied: only {count} sample(s)"
-        try:
-            entry["median_us"] = task_time_median(result.tasks, name=kernel, skip=skip)
-        except ValueError as exc:
-            entry.update(median_us=None, note=str(exc))
-        entries.append(entry)
-    return entries
-
-
-def _bench_entries(result: BenchResult) -> list[dict[str, Any]]:
-    kernel = " + ".join(k.name for k in result.kernels)
-    note = (
-        f"{result.ci_level:.0%} CI [{result.ci_low_us:.3f}, {result.ci_high_us:.3f}], "
-        f"{len(result.outliers)} outlier(s), stop: {result.stop.value}"
-    )
-    entries: list[dict[str, Any]] = [
-        {
-            "kind": "bench",
-            "run_id": result.run_ids[-1] if result.run_ids else None,
-            "kernel": kernel,
-            "median_us": result.median_us,
-            "count": result.count,
-            "note": note,
-            "bench": result.to_dict(),
-        }
-    ]
-    if len(result.kernels) > 1:
-        for part in result.kernels:
-            entries.append(
-                {
-                    "kind": "bench-kernel",
-                    "run_id": None,
-                    "kernel": f"  {part.name}" + (f" x{part.per_call}" if part.per_call > 1 else ""),
-                    "median_us": part.median_us,
-                    "count": result.count,
-                    "note": "per call",
-                }
-            )
-    return entries
-
-
-def _record(request: pytest.FixtureRequest, profiler: RecordingProfiler | RecordingAsyncProfiler) -> None:
-    config = request.config
-    records = list(profiler.recorder.records)
-    last = profiler.last_result
-    if not records and last is not None:
-        records.append(last)  # store_result() / store_last_result() after a manual start/stop
-    skip = config.getoption("--aprof-skip")
-    for index, record in enumerate(records):
-        if isinstance(record, BenchResult):
-            entries = _bench_entries(record)
-        else:
-            config.stash[_RESULTS_KEY].append(record)
-            entries = _profile_entries(record, skip)
-        for entry in entries:
-            config.stash[_RECORDS_KEY].append({"test": request.node.nodeid, "call": index, **entry})
-
-
 @pytest.fixture
 def aprof(request: pytest.FixtureRequest) -> Iterator[RecordingProfiler | PassThroughProfiler]:
     """A :class:`Profiler` with ``--aprof`` (recording every call), else a pass-through one."""
     if not request.config.getoption("--aprof"):
+        from ._passthrough import PassThroughProfiler
+
         yield PassThroughProfiler()
         return
-    profiler = RecordingProfiler(toolkit=_toolkit(request.config))
+    from ._pytest_recording import RecordingProfiler, record, toolkit_for
+
+    profiler = RecordingProfiler(toolkit=toolkit_for(request.config))
     yield profiler
-    _record(request, profiler)
+    record(request, profiler, request.config.stash[_RECORDS_KEY], request.config.stash[_RESULTS_KEY])
 
 
 @pytest.fixture
@@ -276,11 +108,15 @@ def aprof_async(
 ) -> Iterator[RecordingAsyncProfiler | PassThroughAsyncProfiler]:
     """An :class:`AsyncProfiler` with ``--aprof`` (recording every call), else a pass-through one."""
     if not request.config.getoption("--aprof"):
+        from ._passthrough import PassThroughAsyncProfiler
+
         yield PassThroughAsyncProfiler()
         return
-    profiler = RecordingAsyncProfiler(toolkit=_toolkit(request.config))
+    from ._pytest_recording import RecordingAsyncProfiler, record, toolkit_for
+
+    profiler = RecordingAsyncProfiler(toolkit=toolkit_for(request.config))
     yield profiler
-    _record(request, profiler)
+    record(request, profiler, request.config.stash[_RECORDS_KEY], request.config.stash[_RESULTS_KEY])
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -1,0 +1,23 @@
+"""Looking at runs: timelines with exact starts, Perfetto traces and offline HTML reports.
+
+``read_timeline(run)`` is ``open_run(run).timeline()``; :func:`write_trace` writes a Trace Event
+Format file, :func:`write_report` a self-contained HTML page (the ``report`` extra: plotly).
+"""
+
+from __future__ import annotations
+
+from ._reporting import write_report
+from ._run import aread_columns, read_columns, read_timeline, sweep_timelines
+from ._timeline import TimedTask, Timeline
+from ._trace import write_trace
+
+__all__ = [
+    "TimedTask",
+    "Timeline",
+    "aread_columns",
+    "read_columns",
+    "read_timeline",
+    "sweep_timelines",
+    "write_report",
+    "write_trace",
+]

@@ -1,0 +1,28 @@
+"""Statistics of runs: per-kernel medians with intervals, comparisons, counters and the verdict.
+
+Every function takes results (:class:`~asc_aprof.ProfilingResult`) or columns
+(:class:`TaskColumns`, from ``open_run(p).columns()``) and gives the same figures either way.
+"""
+
+from __future__ import annotations
+
+from ._columns import NO_ID, TaskColumns
+from ._counters import TaskCounters
+from ._stats import KernelChange, KernelStats, compare_runs, compare_tasks, kernel_stats, run_kernel_stats
+from ._verdict import VERDICT_RULE, Verdict, VerdictKind, bound_verdict
+
+__all__ = [
+    "NO_ID",
+    "VERDICT_RULE",
+    "KernelChange",
+    "KernelStats",
+    "TaskColumns",
+    "TaskCounters",
+    "Verdict",
+    "VerdictKind",
+    "bound_verdict",
+    "compare_runs",
+    "compare_tasks",
+    "kernel_stats",
+    "run_kernel_stats",
+]
