@@ -56,6 +56,18 @@ from ._core import (
     exit_profile_body,
     mark_manual_start,
 )
+from ._defaults import (
+    CONFIDENCE,
+    DO_BENCH_REP_MS,
+    DO_BENCH_WARMUP_MS,
+    FIRST_REPS,
+    MAX_REPS,
+    MAX_TIME_S,
+    MIN_REPS,
+    REL_WIDTH,
+    SEED,
+    WARMUP_CALLS,
+)
 from ._drive import drive_async, perform_async
 from ._enums import AicoreMetrics
 from ._errors import UsageError
@@ -432,15 +444,15 @@ class AsyncProfiler(ProfilerBase):
         device_id: int | None = None,
         *,
         flush: Callable[[], Awaitable[object]] | Callable[[], object] | None = None,
-        warmup: int = 2,
+        warmup: int = WARMUP_CALLS,
         warmup_time: float | None = None,
         reps: int | None = None,
-        rel_width: float = 0.02,
-        min_reps: int = 10,
-        max_reps: int = 1000,
-        max_time: float = 10.0,
+        rel_width: float = REL_WIDTH,
+        min_reps: int = MIN_REPS,
+        max_reps: int = MAX_REPS,
+        max_time: float = MAX_TIME_S,
         batch: int | None = None,
-        confidence: float = 0.95,
+        confidence: float = CONFIDENCE,
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
@@ -480,12 +492,12 @@ class AsyncProfiler(ProfilerBase):
         *,
         key: Any = None,
         flush: Callable[[int], Awaitable[object]] | Callable[[int], object] | None = None,
-        rel_width: float = 0.02,
-        confidence: float = 0.95,
-        first_reps: int = 10,
-        max_reps: int = 1000,
-        warmup: int = 2,
-        seed: int = 0,
+        rel_width: float = REL_WIDTH,
+        confidence: float = CONFIDENCE,
+        first_reps: int = FIRST_REPS,
+        max_reps: int = MAX_REPS,
+        warmup: int = WARMUP_CALLS,
+        seed: int = SEED,
         racing: bool = True,
         cache: bool = True,
         retune: bool = False,
@@ -531,8 +543,8 @@ class AsyncProfiler(ProfilerBase):
     async def do_bench(
         self,
         fn: Callable[[], Awaitable[object]] | Callable[[], object],
-        warmup: float = 25,
-        rep: float = 100,
+        warmup: float = DO_BENCH_WARMUP_MS,
+        rep: float = DO_BENCH_REP_MS,
         grad_to_none: Sequence[Any] | None = None,
         quantiles: Sequence[float] | None = None,
         return_mode: str = "mean",
@@ -590,21 +602,17 @@ class AsyncProfiler(ProfilerBase):
                 calls += 1
             return calls
 
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.send(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        async def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
                 async with self._collect(device, cleanup, metric, profile_types) as run:
                     await repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
-                outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
-            else:
-                calls = await repeat(step.calls, True, True, step.seconds)
-                outcome = (calls, time.monotonic() - began)
+                return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+            calls = await repeat(step.calls, True, True, step.seconds)
+            return (calls, time.monotonic() - began)
+
+        return await drive_async(steps, perform=perform)
 
     @contextlib.asynccontextmanager
     async def _collect(

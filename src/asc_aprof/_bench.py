@@ -48,6 +48,7 @@ import math
 from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from typing import Any, Final
 
+from ._defaults import CONFIDENCE, MAX_REPS, MAX_TIME_S, MIN_REPS, REL_WIDTH, WARMUP_CALLS
 from ._errors import AprofError, InvalidArgumentError
 from ._records import AICORE_TASK_TYPES, ProfilingTask, numpy_round3
 from ._stats import median_interval, quantile, tukey_fences
@@ -75,15 +76,15 @@ class StopReason(enum.Enum):
 class BenchConfig:
     """How to measure (see :meth:`Profiler.bench <asc_aprof.Profiler.bench>` for each field)."""
 
-    warmup: int = 2
+    warmup: int = WARMUP_CALLS
     warmup_time: float | None = None
     reps: int | None = None
-    rel_width: float = 0.02
-    min_reps: int = 10
-    max_reps: int = 1000
-    max_time: float = 10.0
+    rel_width: float = REL_WIDTH
+    min_reps: int = MIN_REPS
+    max_reps: int = MAX_REPS
+    max_time: float = MAX_TIME_S
     batch: int | None = None
-    confidence: float = 0.95
+    confidence: float = CONFIDENCE
     kernels: int | None = None
     task_types: frozenset[str] = DEFAULT_BENCH_TYPES
     #: do_bench: repetitions = this many seconds of device time / one call's (from calibration)
@@ -122,15 +123,15 @@ class BenchConfig:
 
 def bench_config(
     *,
-    warmup: int = 2,
+    warmup: int = WARMUP_CALLS,
     warmup_time: float | None = None,
     reps: int | None = None,
-    rel_width: float = 0.02,
-    min_reps: int = 10,
-    max_reps: int = 1000,
-    max_time: float = 10.0,
+    rel_width: float = REL_WIDTH,
+    min_reps: int = MIN_REPS,
+    max_reps: int = MAX_REPS,
+    max_time: float = MAX_TIME_S,
     batch: int | None = None,
-    confidence: float = 0.95,
+    confidence: float = CONFIDENCE,
     kernels: int | None = None,
     task_types: Iterable[str] | None = None,
 ) -> BenchConfig:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ._bench import BenchResult
+from ._defaults import DO_BENCH_REP_MS, DO_BENCH_WARMUP_MS
 from ._profiler import Profiler
 from ._toolkit import Toolkit
 from ._tune import TuneResult
@@ -36,8 +37,8 @@ def bench(
 
 def do_bench(
     fn: Callable[[], object],
-    warmup: float = 25,
-    rep: float = 100,
+    warmup: float = DO_BENCH_WARMUP_MS,
+    rep: float = DO_BENCH_REP_MS,
     grad_to_none: Sequence[Any] | None = None,
     quantiles: Sequence[float] | None = None,
     return_mode: str = "mean",

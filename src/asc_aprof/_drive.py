@@ -14,6 +14,7 @@ at every point. The drivers differ only in how they wait:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final, TypeVar
 
 import anyio
@@ -26,7 +27,7 @@ from ._raw import read_run, read_run_async
 from ._reader import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
 from ._records import ProfilingTask
 from ._runguard import exporting, exporting_async
-from ._steps import Export, Offload, Parse, ReadRaw, Step, Steps, Wait
+from ._steps import Export, Offload, Parse, ReadRaw, Step, Wait
 
 T = TypeVar("T")
 
@@ -50,8 +51,12 @@ def perform(step: Step) -> Any:
     return None
 
 
-def drive(steps: Steps[T]) -> T:
-    """Run a plan to its end, blocking; exceptions of a step are thrown back into it."""
+def drive(steps: Generator[Any, Any, T], perform: Callable[[Any], Any] = perform) -> T:
+    """Run a plan to its end, blocking; exceptions of a step are thrown back into it.
+
+    *perform* does one step (default: the steps of :mod:`asc_aprof._steps`); plans with steps of
+    their own (bench, tune, the Ray sweep) pass theirs, so every plan runs on this one loop.
+    """
     outcome: Any = None
     failure: BaseException | None = None
     while True:
@@ -90,8 +95,16 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
     return None
 
 
-async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = None) -> T:
-    """Run a plan to its end, awaiting; exceptions of a step are thrown back into it."""
+async def drive_async(
+    steps: Generator[Any, Any, T],
+    limiter: anyio.CapacityLimiter | None = None,
+    *,
+    perform: Callable[[Any], Awaitable[Any]] | None = None,
+) -> T:
+    """Run a plan to its end, awaiting; exceptions of a step are thrown back into it.
+
+    *perform* awaits one step (default: :func:`perform_async` with *limiter*), as for :func:`drive`.
+    """
     outcome: Any = None
     failure: BaseException | None = None
     while True:
@@ -101,7 +114,7 @@ async def drive_async(steps: Steps[T], limiter: anyio.CapacityLimiter | None = N
             return stop.value  # type: ignore[no-any-return]
         outcome, failure = None, None
         try:
-            outcome = await perform_async(step, limiter)
+            outcome = await (perform(step) if perform is not None else perform_async(step, limiter))
         except BaseException as exc:
             failure = exc
 

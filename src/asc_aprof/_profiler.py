@@ -31,6 +31,18 @@ from ._core import (
     exit_profile_body,
     mark_manual_start,
 )
+from ._defaults import (
+    CONFIDENCE,
+    DO_BENCH_REP_MS,
+    DO_BENCH_WARMUP_MS,
+    FIRST_REPS,
+    MAX_REPS,
+    MAX_TIME_S,
+    MIN_REPS,
+    REL_WIDTH,
+    SEED,
+    WARMUP_CALLS,
+)
 from ._drive import drive
 from ._enums import AicoreMetrics
 from ._errors import UsageError
@@ -182,15 +194,15 @@ class Profiler(ProfilerBase):
         device_id: int | None = None,
         *,
         flush: Callable[[], object] | None = None,
-        warmup: int = 2,
+        warmup: int = WARMUP_CALLS,
         warmup_time: float | None = None,
         reps: int | None = None,
-        rel_width: float = 0.02,
-        min_reps: int = 10,
-        max_reps: int = 1000,
-        max_time: float = 10.0,
+        rel_width: float = REL_WIDTH,
+        min_reps: int = MIN_REPS,
+        max_reps: int = MAX_REPS,
+        max_time: float = MAX_TIME_S,
         batch: int | None = None,
-        confidence: float = 0.95,
+        confidence: float = CONFIDENCE,
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
@@ -249,12 +261,12 @@ class Profiler(ProfilerBase):
         *,
         key: Any = None,
         flush: Callable[[int], object] | None = None,
-        rel_width: float = 0.02,
-        confidence: float = 0.95,
-        first_reps: int = 10,
-        max_reps: int = 1000,
-        warmup: int = 2,
-        seed: int = 0,
+        rel_width: float = REL_WIDTH,
+        confidence: float = CONFIDENCE,
+        first_reps: int = FIRST_REPS,
+        max_reps: int = MAX_REPS,
+        warmup: int = WARMUP_CALLS,
+        seed: int = SEED,
         racing: bool = True,
         cache: bool = True,
         retune: bool = False,
@@ -297,8 +309,8 @@ class Profiler(ProfilerBase):
     def do_bench(
         self,
         fn: Callable[[], object],
-        warmup: float = 25,
-        rep: float = 100,
+        warmup: float = DO_BENCH_WARMUP_MS,
+        rep: float = DO_BENCH_REP_MS,
         grad_to_none: Sequence[Any] | None = None,
         quantiles: Sequence[float] | None = None,
         return_mode: str = "mean",
@@ -341,26 +353,21 @@ class Profiler(ProfilerBase):
                 if with_call:
                     fn()
 
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.send(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
                 with self._collect(device, cleanup, metric, profile_types) as run:
                     repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
-                outcome = Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
-            else:
-                calls = 0
-                while calls < step.calls or (
-                    step.seconds is not None and time.monotonic() - began < step.seconds
-                ):
-                    repeat(1, True)
-                    calls += 1
-                outcome = (calls, time.monotonic() - began)
+                return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+            calls = 0
+            seconds = step.seconds
+            while calls < step.calls or (seconds is not None and time.monotonic() - began < seconds):
+                repeat(1, True)
+                calls += 1
+            return (calls, time.monotonic() - began)
+
+        return drive(steps, perform)
 
     @contextlib.contextmanager
     def _collect(

@@ -120,6 +120,8 @@ from ._bench import (
     one_call,
 )
 from ._collector import Cohort, get_collector
+from ._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED
+from ._drive import drive, drive_async
 from ._enums import AicoreMetrics
 from ._errors import AprofError, InvalidArgumentError
 from ._files import Bound, RunFileError, read_in_run
@@ -326,11 +328,11 @@ def _stats(samples: Sequence[float], confidence: float) -> tuple[float, float, f
 def race(
     count: int,
     *,
-    rel_width: float = 0.02,
-    confidence: float = 0.95,
-    first_reps: int = 10,
-    max_reps: int = 1000,
-    seed: int = 0,
+    rel_width: float = REL_WIDTH,
+    confidence: float = CONFIDENCE,
+    first_reps: int = FIRST_REPS,
+    max_reps: int = MAX_REPS,
+    seed: int = SEED,
     racing: bool = True,
 ) -> Race:
     """Race *count* candidates (see the module docstring for the rule)."""
@@ -922,15 +924,7 @@ def tune_plan(
             hit = yield FileIO(functools.partial(load_cached, path, fields, configs))
             if hit is not None:
                 return hit  # type: ignore[no-any-return]
-    steps = options.race(len(configs))
-    outcome: Any = None
-    while True:
-        try:
-            step = steps.send(outcome)
-        except StopIteration as stop:
-            result = _result(configs, stop.value, fields)
-            break
-        outcome = yield step
+    result = _result(configs, (yield from options.race(len(configs))), fields)
     if path is not None and fields is not None:
         yield FileIO(functools.partial(store, path, fields, result))
     return result
@@ -993,24 +987,19 @@ def measure_sync(
             return run_plan(device, share)
 
     def run_plan(device: int, share: Sequence[Request]) -> dict[int, Outcome]:
-        steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.send(outcome)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+        def perform(step: Warm | Any) -> Any:
             if isinstance(step, Warm):
                 raised = _body_sync((Part(step.index, step.calls, True),), configs, run, flush, device)
-                outcome = None if raised is None else raised[1]
-                continue
+                return None if raised is None else raised[1]
             try:
                 with profiler._collect(device, True, _metric(), None) as window:
                     raised = _body_sync(step.parts, configs, run, flush, device)
                 assert window.result is not None
-                outcome = Collected(window.result.tasks, window.result.run_id, raised)
+                return Collected(window.result.tasks, window.result.run_id, raised)
             except Exception as exc:
-                outcome = exc
+                return exc
+
+        return drive(device_plan(share, device=device, warmup=warmup, flush=flush is not None), perform)
 
     shares = split(requests, len(devices))
     out: dict[int, Outcome] = {}
@@ -1045,18 +1034,15 @@ def tune(
     steps = tune_plan(
         listed, options, key=key, cache=cache, retune=retune, cache_dir=cache_dir, chip=chip, cann=cann
     )
-    outcome: Any = None
-    while True:
-        try:
-            step = steps.send(outcome)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+
+    def perform(step: TuneStep) -> Any:
         if isinstance(step, Probe):
-            outcome = probe_sync(profiler, device_list[0])
-        elif isinstance(step, FileIO):
-            outcome = step.action()
-        else:
-            outcome = measure_sync(profiler, listed, run, flush, step.requests, device_list, options.warmup)
+            return probe_sync(profiler, device_list[0])
+        if isinstance(step, FileIO):
+            return step.action()
+        return measure_sync(profiler, listed, run, flush, step.requests, device_list, options.warmup)
+
+    return drive(steps, perform)
 
 
 async def _probe_async(profiler: Any, device: int) -> tuple[str, str]:
@@ -1106,25 +1092,20 @@ async def measure_async(
             await run_plan(device, share)
 
     async def run_plan(device: int, share: Sequence[Request]) -> None:
-        steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
-        outcome: Any = None
-        while True:
-            try:
-                step = steps.send(outcome)
-            except StopIteration as stop:
-                out.update(stop.value)
-                return
+        async def perform(step: Warm | Any) -> Any:
             if isinstance(step, Warm):
                 raised = await body((Part(step.index, step.calls, True),), device)
-                outcome = None if raised is None else raised[1]
-                continue
+                return None if raised is None else raised[1]
             try:
                 async with profiler._collect(device, True, _metric(), None) as window:
                     raised = await body(step.parts, device)
                 assert window.result is not None
-                outcome = Collected(window.result.tasks, window.result.run_id, raised)
+                return Collected(window.result.tasks, window.result.run_id, raised)
             except Exception as exc:
-                outcome = exc
+                return exc
+
+        steps = device_plan(share, device=device, warmup=warmup, flush=flush is not None)
+        out.update(await drive_async(steps, perform=perform))
 
     shares = split(requests, len(devices))
     cohort = (
@@ -1159,17 +1140,12 @@ async def tune_async(
     steps = tune_plan(
         listed, options, key=key, cache=cache, retune=retune, cache_dir=cache_dir, chip=chip, cann=cann
     )
-    outcome: Any = None
-    while True:
-        try:
-            step = steps.send(outcome)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+
+    async def perform(step: TuneStep) -> Any:
         if isinstance(step, Probe):
-            outcome = await _probe_async(profiler, device_list[0])
-        elif isinstance(step, FileIO):
-            outcome = await anyio.to_thread.run_sync(step.action)
-        else:
-            outcome = await measure_async(
-                profiler, listed, run, flush, step.requests, device_list, options.warmup
-            )
+            return await _probe_async(profiler, device_list[0])
+        if isinstance(step, FileIO):
+            return await anyio.to_thread.run_sync(step.action)
+        return await measure_async(profiler, listed, run, flush, step.requests, device_list, options.warmup)
+
+    return await drive_async(steps, perform=perform)

@@ -79,6 +79,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from ._async import SweepItem
 from ._bench import BenchConfig
+from ._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED, WARMUP_CALLS
+from ._drive import drive, drive_async
 from ._errors import AprofError, UsageError
 from ._records import ProfilingResult
 from ._report import report
@@ -595,12 +597,12 @@ class _Fleet:
 def _tune_setup(configs: Iterable[ConfigT], options: dict[str, Any]) -> tuple[list[ConfigT], Any]:
     listed, _ = check_candidates(configs, None)
     tune_options = TuneOptions(
-        options.pop("rel_width", 0.02),
-        options.pop("confidence", 0.95),
-        options.pop("first_reps", 10),
-        options.pop("max_reps", 1000),
-        options.pop("warmup", 2),
-        options.pop("seed", 0),
+        options.pop("rel_width", REL_WIDTH),
+        options.pop("confidence", CONFIDENCE),
+        options.pop("first_reps", FIRST_REPS),
+        options.pop("max_reps", MAX_REPS),
+        options.pop("warmup", WARMUP_CALLS),
+        options.pop("seed", SEED),
         options.pop("racing", True),
     )
     known = {"key", "cache", "retune", "cache_dir", "chip", "cann"}
@@ -658,21 +660,18 @@ def ray_tune(
 
 
 def _drive_tune(plan: Any, fleet: _Fleet) -> TuneResult[Any]:
-    outcome: Any = None
-    while True:
-        try:
-            step = plan.send(outcome)
-        except StopIteration as stop:
-            result: TuneResult[Any] = stop.value
-            return result
+    def perform(step: Any) -> Any:
         if isinstance(step, Probe):
-            outcome = ray.get(fleet.platform())
-        elif isinstance(step, FileIO):
-            outcome = step.action()
-        else:
-            outcome = {}
-            for k, share, ref in fleet.submit(step.requests):
-                outcome.update(fleet.outcomes(k, share, functools.partial(ray.get, ref)))
+            return ray.get(fleet.platform())
+        if isinstance(step, FileIO):
+            return step.action()
+        outcome: dict[int, Any] = {}
+        for k, share, ref in fleet.submit(step.requests):
+            outcome.update(fleet.outcomes(k, share, functools.partial(ray.get, ref)))
+        return outcome
+
+    result: TuneResult[Any] = drive(plan, perform)
+    return result
 
 
 async def ray_tune_async(
@@ -704,20 +703,17 @@ async def ray_tune_async(
             fleet = await anyio.to_thread.run_sync(
                 functools.partial(_Fleet, actors, owned, listed, run, flush, tune_options.warmup, simulate)
             )
+
+            async def perform(step: Any) -> Any:
+                if isinstance(step, Probe):
+                    return await wait(fleet.platform())
+                if isinstance(step, FileIO):
+                    return await anyio.to_thread.run_sync(step.action)
+                return await _round_async(fleet, step.requests, wait)
+
             try:
-                outcome: Any = None
-                while True:
-                    try:
-                        step = plan.send(outcome)
-                    except StopIteration as stop:
-                        result: TuneResult[ConfigT] = stop.value
-                        return result
-                    if isinstance(step, Probe):
-                        outcome = await wait(fleet.platform())
-                    elif isinstance(step, FileIO):
-                        outcome = await anyio.to_thread.run_sync(step.action)
-                    else:
-                        outcome = await _round_async(fleet, step.requests, wait)
+                result: TuneResult[ConfigT] = await drive_async(plan, perform=perform)
+                return result
             finally:
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(fleet.end)
