@@ -189,7 +189,7 @@ async def test_cli_trace_labels_and_exports(
     data = trace_format.load(out)
     assert trace_format.check(data) == []
     assert {e["name"] for e in trace_format.complete_events(data, "run")} == {"tile64"}
-    # a run not exported yet is exported first (here with the simulated toolkit)
+    # a run not exported yet is read natively (no toolkit needed, whatever --simulate says)
     raw = tmp_path / "raw"
     profiler = AsyncProfiler(raw, toolkit=toolkit)
     async with profiler.profile(cleanup=False) as run:

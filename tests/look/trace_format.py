@@ -6,6 +6,8 @@ Rules checked (the format's JSON object form):
 - every event has a string ``ph``, integer ``pid`` and ``tid``, a string ``name``; ``args``, when
   present, is an object;
 - complete events (``X``) have numeric ``ts`` and ``dur`` >= 0 (microseconds), a string ``cat``;
+- counter events (``C``) have a numeric ``ts`` >= 0 and a numeric ``args.value``, on a named
+  process (Perfetto draws one counter track per process and name);
 - metadata events (``M``) are one of process_name / process_sort_index / thread_name /
   thread_sort_index, with a string ``name`` or an integer ``sort_index`` in ``args``;
 - every process and thread that has a complete event is named by metadata;
@@ -49,6 +51,7 @@ def check(data: Mapping[str, Any]) -> list[str]:
         problems.append("otherData is not an object")
     named_processes: set[int] = set()
     named_threads: set[tuple[int, int]] = set()
+    counter_processes: set[int] = set()
     slices: dict[tuple[int, int], list[tuple[decimal.Decimal, decimal.Decimal, str]]] = {}
     for index, event in enumerate(events):
         where = f"event {index}"
@@ -87,6 +90,13 @@ def check(data: Mapping[str, Any]) -> list[str]:
             if not isinstance(event.get("cat"), str):
                 problems.append(f"{where}: cat not a string")
             slices.setdefault((pid, tid), []).append((decimal.Decimal(ts), decimal.Decimal(dur), where))
+        elif ph == "C":
+            ts, value = event.get("ts"), (event.get("args") or {}).get("value")
+            if not isinstance(ts, decimal.Decimal | int) or ts < 0:
+                problems.append(f"{where}: counter ts not a number >= 0")
+            if not isinstance(value, decimal.Decimal | int) or isinstance(value, bool):
+                problems.append(f"{where}: counter args.value not a number")
+            counter_processes.add(pid)
         else:
             problems.append(f"{where}: phase {ph!r} not written by asc-aprof")
     for pid, tid in slices:
@@ -94,6 +104,8 @@ def check(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"process {pid} has events but no process_name")
         if (pid, tid) not in named_threads:
             problems.append(f"thread {pid}/{tid} has events but no thread_name")
+    for pid in counter_processes - named_processes:
+        problems.append(f"process {pid} has counter events but no process_name")
     for thread, items in slices.items():
         stack: list[decimal.Decimal] = []  # ends of the open slices
         for ts, dur, where in sorted(items, key=lambda s: (s[0], -s[1])):

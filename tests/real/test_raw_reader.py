@@ -328,7 +328,7 @@ async def test_async_profile_reads_the_stopped_run_natively(
 def test_msprof_reader_never_reads_raw_in_profile(
     toolkit: Toolkit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asc_aprof import _profiler
+    from asc_aprof import _drive
 
     calls: list[Path] = []
 
@@ -336,7 +336,7 @@ def test_msprof_reader_never_reads_raw_in_profile(
         calls.append(run_dir)
         return Declined(DeclineReason.NOT_A_RUN, "spy")
 
-    monkeypatch.setattr(_profiler, "read_run", spy)
+    monkeypatch.setattr(_drive, "read_run", spy)
     with Profiler(tmp_path / "a", toolkit=toolkit, reader="msprof").profile(device_id=0) as run:
         pass
     assert run.result is not None and calls == []
