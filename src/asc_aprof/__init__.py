@@ -44,7 +44,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from ._binding import ProfilerConfig as ProfilerConfig
     from ._columns import NO_ID as NO_ID
     from ._columns import TaskColumns as TaskColumns
-    from ._core import ProfileRun as ProfileRun
     from ._counters import TaskCounters as TaskCounters
     from ._discovery import discover_toolkit as discover_toolkit
     from ._enums import AicoreMetrics as AicoreMetrics
@@ -62,6 +61,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from ._parser import TaskParser as TaskParser
     from ._profiler import Profiler as Profiler
     from ._progress import ProgressEvent as ProgressEvent
+    from ._protocol import ProfileRun as ProfileRun
     from ._records import ProfilingResult as ProfilingResult
     from ._records import ProfilingTask as ProfilingTask
     from ._records import task_time_median as task_time_median
@@ -115,7 +115,7 @@ _WHERE: dict[str, str] = {
     "ProfilerConfig": "._binding",
     "NO_ID": "._columns",
     "TaskColumns": "._columns",
-    "ProfileRun": "._core",
+    "ProfileRun": "._protocol",
     "TaskCounters": "._counters",
     "discover_toolkit": "._discovery",
     "AicoreMetrics": "._enums",

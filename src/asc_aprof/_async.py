@@ -50,7 +50,6 @@ from ._binding import ProfileTypes
 from ._collector import get_collector, timeout_error
 from ._core import (
     ProfilerBase,
-    ProfileRun,
     before_manual_start,
     enter_profile_body,
     exit_profile_body,
@@ -72,7 +71,7 @@ from ._drive import drive_async, perform_async
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export_async
-from ._protocol import Call
+from ._protocol import Call, ProfileRun
 from ._records import ProfilingResult, ProfilingTask
 from ._run import AsyncRun
 from ._runguard import exporting_async

@@ -38,7 +38,7 @@ from ._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from ._layout import list_runs, resolve_run
 from ._paths import default_result_root
 from ._progress import EventKind, ProgressCallback, ProgressEvent, emit
-from ._protocol import Call
+from ._protocol import Call, ProfileRun
 from ._raw import Reader
 from ._records import ProfilingResult
 from ._toolkit import Toolkit
@@ -110,28 +110,6 @@ def current_pyasc_device() -> int:
             if isinstance(value, int) and value >= 0:
                 return value
     return 0
-
-
-class ProfileRun:
-    """The handle ``profile()`` yields: which device, which run, and (after exit) the result.
-
-    :ivar device: the device profiled
-    :ivar run_id: the ``PROF_*`` directory name (set once the collection started)
-    :ivar run_dir: its path
-    :ivar result: this call's :class:`ProfilingResult` (set when the block exits normally)
-    """
-
-    __slots__ = ("device", "result", "run_dir", "run_id")
-
-    def __init__(self, device: int) -> None:
-        self.device = device
-        self.run_id: str | None = None
-        self.run_dir: Path | None = None
-        self.result: ProfilingResult | None = None
-
-    def __repr__(self) -> str:
-        tasks = None if self.result is None else len(self.result.tasks)
-        return f"ProfileRun(device={self.device}, run_id={self.run_id!r}, tasks={tasks})"
 
 
 class ProfilerBase:

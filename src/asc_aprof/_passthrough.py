@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ._async import SweepItem
-from ._core import ProfileRun, current_pyasc_device
+from ._core import current_pyasc_device
 from ._errors import UsageError
+from ._protocol import ProfileRun
 from ._records import ProfilingResult
 
 CaseT = TypeVar("CaseT")

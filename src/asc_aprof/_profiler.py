@@ -25,7 +25,6 @@ from ._bench import (
 from ._binding import ProfileTypes
 from ._core import (
     ProfilerBase,
-    ProfileRun,
     before_manual_start,
     enter_profile_body,
     exit_profile_body,
@@ -47,6 +46,7 @@ from ._drive import drive
 from ._enums import AicoreMetrics
 from ._errors import UsageError
 from ._export import run_export
+from ._protocol import ProfileRun
 from ._records import ProfilingResult
 from ._run import Run
 from ._runguard import exporting

@@ -39,7 +39,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from ._collector import (
     REMOVED_BY_CLEANUP_CALL,
@@ -52,12 +52,47 @@ from ._collector import (
 )
 from ._counters import TaskCounters
 from ._errors import AprofError
+from ._progress import EventKind
+from ._raw import Reader
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
 from ._run import obtain
 from ._steps import Offload, Parse, Remove, Steps, Wait
 
-if TYPE_CHECKING:
-    from ._core import ProfilerBase, ProfileRun
+
+class CallOwner(Protocol):
+    """What a call needs of the profiler that made it (:class:`asc_aprof._core.ProfilerBase`)."""
+
+    call_timeout: float | None
+    export_timeout: float | None
+    reader: Reader
+    last_result: ProfilingResult | None
+    _manual: Call | None  # the call of a manual start(), until stop()
+
+    def _emit(self, kind: EventKind, window: Window, seconds: float = 0.0, rows: int = 0) -> None: ...
+
+    def _stopped_run_dir(self, window: Window) -> Path: ...
+
+
+class ProfileRun:
+    """The handle ``profile()`` yields: which device, which run, and (after exit) the result.
+
+    :ivar device: the device profiled
+    :ivar run_id: the ``PROF_*`` directory name (set once the collection started)
+    :ivar run_dir: its path
+    :ivar result: this call's :class:`ProfilingResult` (set when the block exits normally)
+    """
+
+    __slots__ = ("device", "result", "run_dir", "run_id")
+
+    def __init__(self, device: int) -> None:
+        self.device = device
+        self.run_id: str | None = None
+        self.run_dir: Path | None = None
+        self.result: ProfilingResult | None = None
+
+    def __repr__(self) -> str:
+        tasks = None if self.result is None else len(self.result.tasks)
+        return f"ProfileRun(device={self.device}, run_id={self.run_id!r}, tasks={tasks})"
 
 T = TypeVar("T")
 
@@ -71,13 +106,13 @@ STOP = "aclprofStop/aclprofFinalize"
 class Call:
     """One caller's part in one window: the protocol's phases as step generators.
 
-    Made by :meth:`ProfilerBase._call`, which joins the window. Used by one task or thread.
+    Made by :meth:`asc_aprof._core.ProfilerBase._call`, which joins the window. Used by one task or thread.
     """
 
     __slots__ = ("counters", "participant", "profiler", "run")
 
     def __init__(
-        self, profiler: ProfilerBase, participant: Participant, run: ProfileRun, *, counters: bool = False
+        self, profiler: CallOwner, participant: Participant, run: ProfileRun, *, counters: bool = False
     ) -> None:
         self.profiler = profiler
         self.participant = participant

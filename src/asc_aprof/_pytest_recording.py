@@ -13,11 +13,11 @@ import pytest
 from ._async import AsyncProfiler
 from ._bench import BenchResult
 from ._binding import ProfileTypes
-from ._core import ProfileRun
 from ._discovery import discover_toolkit
 from ._enums import AicoreMetrics
 from ._errors import ToolkitNotFoundError
 from ._profiler import Profiler
+from ._protocol import ProfileRun
 from ._records import AICORE_TASK_TYPES, ProfilingResult, task_time_median
 from ._toolkit import Toolkit
 

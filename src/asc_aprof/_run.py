@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Final, Protocol, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -64,8 +64,16 @@ from ._steps import Export, Offload, ReadRaw, Steps
 from ._timeline import Timeline, csv_timeline, raw_timeline
 from ._toolkit import Toolkit
 
-if TYPE_CHECKING:
-    from ._async import SweepItem
+
+class SweptItem(Protocol):
+    """What :func:`sweep_timelines` reads of a sweep's item (``AsyncProfiler.sweep``'s SweepItem)."""
+
+    @property
+    def case(self) -> object: ...
+    @property
+    def device(self) -> int: ...
+    @property
+    def result(self) -> ProfilingResult | None: ...
 
 T = TypeVar("T")
 
@@ -481,7 +489,7 @@ def read_timeline(
 
 
 def sweep_timelines(
-    items: Iterable[SweepItem[Any]], result_path: str | os.PathLike[str], *, counters: bool = True
+    items: Iterable[SweptItem], result_path: str | os.PathLike[str], *, counters: bool = True
 ) -> list[Timeline]:
     """The timelines of a sweep's items, each device labelled with the case it ran.
 
