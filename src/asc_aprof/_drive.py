@@ -27,7 +27,7 @@ from ._raw import read_run, read_run_async
 from ._reader import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
 from ._records import ProfilingTask
 from ._runguard import exporting, exporting_async
-from ._steps import Export, Offload, Parse, ReadRaw, Step, Wait
+from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
 
 T = TypeVar("T")
 
@@ -47,6 +47,9 @@ def perform(step: Step) -> Any:
         return gather(iter_file_batches(step.files, counters=step.counters), counters=step.counters)
     if isinstance(step, Offload):
         return step.fn()
+    if isinstance(step, Release):
+        step.box.clear()
+        return None
     remove_run_dir(step.run_dir, step.root, step.reason)
     return None
 
@@ -90,6 +93,9 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
     if isinstance(step, Offload):
         # Cancelled: returns at once; the thread finishes its (side-effect free) work unseen.
         return await anyio.to_thread.run_sync(step.fn, abandon_on_cancel=True)
+    if isinstance(step, Release):
+        await release(step.box)
+        return None
     with anyio.CancelScope(shield=True):
         await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root, step.reason)
     return None
@@ -152,3 +158,32 @@ async def freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int 
 
 
 _RELEASE_SLICE: Final = 1 << 17
+#: records freed per checkpoint by :func:`release` (each frees a dozen objects or so)
+_FREE_SLICE: Final = 1 << 13
+
+
+async def release(box: list[Any]) -> None:
+    """Empty *box*, freeing what it held in bounded slices between checkpoints.
+
+    A :class:`~asc_aprof._raw.RawResult` (or a tuple or list of records) freed at once is one long
+    operation on the loop's thread. Here its records are first copied into a list in slices (the
+    tuple then goes with a decrement per record, nothing freed), and the list is emptied a slice at
+    a time. Cancelled: what is left is freed at once (the references go with the frames).
+    """
+    while box:
+        held = box.pop()
+        records = getattr(held, "tasks", held)
+        del held
+        if not isinstance(records, tuple | list) or len(records) < _FREE_SLICE:
+            del records
+            await anyio.lowlevel.checkpoint()
+            continue
+        kept: list[Any] = []
+        for start in range(0, len(records), _FREE_SLICE):
+            kept.extend(records[start : start + _FREE_SLICE])
+            await anyio.lowlevel.checkpoint()
+        del records
+        await anyio.lowlevel.checkpoint()
+        while kept:
+            del kept[-_FREE_SLICE:]
+            await anyio.lowlevel.checkpoint()

@@ -56,7 +56,7 @@ from ._progress import EventKind
 from ._raw import Reader
 from ._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
 from ._run import obtain
-from ._steps import Offload, Parse, Remove, Steps, Wait
+from ._steps import Offload, Parse, Release, Remove, Steps, Wait
 
 
 class CallOwner(Protocol):
@@ -229,7 +229,12 @@ class Call:
                     on_export=on_export,
                 )
                 if found.raw is not None:
-                    tasks: dict[int | None, DeviceTasks] = yield Offload(found.raw.device_tasks)
+                    box: list[object] = [found.raw]  # the raw tasks' only holder from here
+                    split = found.raw.device_tasks
+                    del found
+                    tasks: dict[int | None, DeviceTasks] = yield Offload(split)
+                    del split
+                    yield Release(box)  # freed in slices by the awaiting driver, not at once
                 else:
                     began = time.monotonic()
                     tasks = yield Parse(found.files, counters)

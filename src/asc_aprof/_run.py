@@ -42,7 +42,7 @@ import anyio.lowlevel
 
 from ._columns import TaskColumns
 from ._discovery import discover_toolkit
-from ._drive import drive, drive_async, perform_async
+from ._drive import drive, drive_async, perform_async, release
 from ._errors import ExportError, ToolkitNotFoundError, UsageError
 from ._export import DEFAULT_EXPORT_TIMEOUT
 from ._layout import MERGED_DIR, RUN_PATTERN, CsvFile, find_summary_csvs, is_run_dir, list_runs
@@ -353,9 +353,16 @@ class AsyncRun(_RunBase):
         """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""
         found = await self.obtain(counters=counters)
         if found.raw is not None:
-            for batch in _raw_batches(found.raw, ASYNC_TASK_SLICE):
-                yield batch
-                await anyio.lowlevel.checkpoint()
+            box: list[object] = [found.raw]  # its only holder once the batches are made
+            slices = _raw_batches(found.raw, ASYNC_TASK_SLICE)
+            del found
+            try:
+                for batch in slices:
+                    yield batch
+                    await anyio.lowlevel.checkpoint()
+            finally:
+                del slices
+            await release(box)  # a whole run freed at once would hold the loop
             return
         async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
             async for batch in batches:

@@ -67,6 +67,15 @@ class Offload:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Release:
+    """Drop the plan's last references to big results, which the driver holds in *box* (a run's
+    decoded raw tasks): the awaiting driver frees them in bounded slices between checkpoints (one
+    ``del`` of 500,000 records holds the loop's thread for tens of milliseconds)."""
+
+    box: list[Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Remove:
     """Delete *run_dir*, a run of the library's temporary root *root* (never followed out of it).
 
@@ -78,6 +87,6 @@ class Remove:
     reason: str
 
 
-Step = Wait | ReadRaw | Export | Parse | Offload | Remove
+Step = Wait | ReadRaw | Export | Parse | Offload | Release | Remove
 #: A plan: yields steps, is sent their outcomes, returns *T*.
 Steps = Generator[Step, Any, T]
