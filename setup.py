@@ -65,7 +65,7 @@ def _accelerator(name: str, source: str, extra_compile_args: list[str] | None = 
     return Extension(
         name,
         [source],
-        depends=["src/asc_aprof/_record_new.h"],
+        depends=["src/asc_aprof/_plans/_record_new.h"],
         optional=True,
         define_macros=[("Py_LIMITED_API", "0x030A0000")],
         extra_compile_args=extra_compile_args or [],
@@ -75,11 +75,11 @@ def _accelerator(name: str, source: str, extra_compile_args: list[str] | None = 
 
 setup(
     ext_modules=[
-        _accelerator("asc_aprof._cparser", "src/asc_aprof/_cparser.c"),
-        _accelerator("asc_aprof._raw._chost", "src/asc_aprof/_raw/_chost.c"),
+        _accelerator("asc_aprof._plans._cparser", "src/asc_aprof/_plans/_cparser.c"),
+        _accelerator("asc_aprof._plans._raw._chost", "src/asc_aprof/_plans/_raw/_chost.c"),
         _accelerator(
-            "asc_aprof._raw._cdevice",
-            "src/asc_aprof/_raw/_cdevice.c",
+            "asc_aprof._plans._raw._cdevice",
+            "src/asc_aprof/_plans/_raw/_cdevice.c",
             # Python rounds after every float operation: no fused multiply-adds.
             [] if sys.platform == "win32" else ["-ffp-contract=off"],
         ),

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from asc_aprof import _parser
+from asc_aprof._plans import _parser
 
 #: The directory holding the ``benchmarks`` package (the repository root).
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +186,7 @@ def environment() -> dict[str, str]:
 
 def _accelerator() -> str:
     try:
-        from asc_aprof import _parser
+        from asc_aprof._plans import _parser
     except ImportError:
         return "n/a"
     if not hasattr(_parser, "ACCELERATED"):

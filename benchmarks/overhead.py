@@ -13,10 +13,11 @@ from pathlib import Path
 
 import anyio
 
-from asc_aprof import AicoreMetrics, AsyncProfiler, MsprofInterface, Profiler, _collector, sim
-from asc_aprof._enums import DEFAULT_PROFILE_TYPES
-from asc_aprof._progress import ProgressEvent
-from asc_aprof._toolkit import Toolkit
+from asc_aprof import AicoreMetrics, AsyncProfiler, MsprofInterface, Profiler, sim
+from asc_aprof._cann import _collector
+from asc_aprof._model._enums import DEFAULT_PROFILE_TYPES
+from asc_aprof._model._progress import ProgressEvent
+from asc_aprof._model._toolkit import Toolkit
 
 from ._common import Config, Section, Table, Target, fmt_us, median, profile_call
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import anyio
 
-from asc_aprof import AsyncProfiler, ProfilingTask, TaskParser, _parser
+from asc_aprof import AsyncProfiler, ProfilingTask, TaskParser
+from asc_aprof._plans import _parser
 
 from . import gen_csv
 from ._common import (

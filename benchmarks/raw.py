@@ -30,9 +30,9 @@ import tempfile
 from pathlib import Path
 
 from asc_aprof import MsprofInterface, Profiler, ProfileType, Toolkit, sim
-from asc_aprof._raw import RawResult, RunPlan, decode_run, read_run
-from asc_aprof._raw._driver import _listing
-from asc_aprof._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
+from asc_aprof._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
+from asc_aprof._plans._raw import RawResult, RunPlan, decode_run
+from asc_aprof._runs._raw_files import _listing, read_run
 
 from ._common import REPO_ROOT, Config, Section, Table, Target, fmt_ms, fmt_rate, fmt_x, median, timed
 

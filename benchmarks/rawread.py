@@ -41,10 +41,10 @@ from typing import Any
 import anyio
 
 from asc_aprof import AicoreMetrics, AsyncProfiler, MsprofInterface, Profiler, aopen_run, sim
-from asc_aprof._enums import DEFAULT_PROFILE_TYPES
-from asc_aprof._progress import ProgressEvent
-from asc_aprof._raw import RawResult, RunPlan, read_run
-from asc_aprof._raw._driver import _listing
+from asc_aprof._model._enums import DEFAULT_PROFILE_TYPES
+from asc_aprof._model._progress import ProgressEvent
+from asc_aprof._plans._raw import RawResult, RunPlan
+from asc_aprof._runs._raw_files import _listing, read_run
 
 from ._common import (
     Config,

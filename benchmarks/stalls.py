@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 
 from asc_aprof import AsyncProfiler, Profiler, sim
-from asc_aprof._collector import SharedResult
-from asc_aprof._progress import ProgressEvent
+from asc_aprof._cann._collector import SharedResult
+from asc_aprof._model._progress import ProgressEvent
 
 from ._common import (
     Config,

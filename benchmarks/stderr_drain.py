@@ -23,7 +23,7 @@ from pathlib import Path
 import anyio
 
 from asc_aprof import Toolkit
-from asc_aprof._export import run_export, run_export_async
+from asc_aprof._cann._export import run_export, run_export_async
 
 FAKE = """\
 import os, sys

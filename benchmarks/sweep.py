@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 import anyio
 
 from asc_aprof import AsyncProfiler, MsprofInterface, Profiler, sim
-from asc_aprof._progress import ProgressEvent
-from asc_aprof._toolkit import Toolkit
+from asc_aprof._model._progress import ProgressEvent
+from asc_aprof._model._toolkit import Toolkit
 
 from ._common import Config, Section, Table, Target, fmt_s, fmt_x, median, run_child, top_functions
 

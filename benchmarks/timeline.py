@@ -23,9 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from asc_aprof import read_timeline
-from asc_aprof._layout import find_summary_csvs
-from asc_aprof._parser import ACCELERATED
-from asc_aprof._reader import iter_file_tasks
+from asc_aprof._cann._layout import find_summary_csvs
+from asc_aprof._plans._parser import ACCELERATED
+from asc_aprof._runs._csv import iter_file_tasks
 
 from . import gen_csv
 

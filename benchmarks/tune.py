@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from asc_aprof import Profiler, sim
-from asc_aprof._progress import ProgressEvent
+from asc_aprof._model._progress import ProgressEvent
 
 from ._common import Config, Section, Table, Target, median
 

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 
 from asc_aprof import AsyncProfiler, sim
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 
 from ._common import Config, Section, Table, Target, fmt_mb, run_child
 

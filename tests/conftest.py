@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Toolkit, sim
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl, SimulatorBuildError
 
 from . import helpers  # noqa: F401 - marks every process this session starts (leak probes)
@@ -43,7 +43,6 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         return (yield)
     except SimulatorBuildError as exc:
         pytest.skip(no_simulator_reason(exc))
-
 
 
 @pytest.fixture(params=["asyncio", "trio"])

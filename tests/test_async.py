@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, Toolkit, sim
-from asc_aprof._progress import ProgressEvent
+from asc_aprof._model._progress import ProgressEvent
 from asc_aprof.sim import SimControl
 
 from .helpers import HANG_MARKER, live_processes_with, wait_gone

@@ -22,7 +22,7 @@ from asc_aprof import (
     Toolkit,
     sim,
 )
-from asc_aprof._bench import attribute
+from asc_aprof._plans._bench import attribute
 from asc_aprof.sim import SimControl
 
 

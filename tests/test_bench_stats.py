@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from asc_aprof import ProfilingTask
-from asc_aprof._bench import BenchConfig, BenchResult, Measure, StopReason, WarmUp, Window, plan
-from asc_aprof._stats import median_interval, tukey_fences
+from asc_aprof._plans._bench import BenchConfig, BenchResult, Measure, StopReason, WarmUp, Window, plan
+from asc_aprof._plans._stats import median_interval, tukey_fences
 
 TRUE_MEDIAN = 10.0
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, Toolkit, UsageError, aread_columns, read_columns, read_timeline, sim
-from asc_aprof._export import run_export
-from asc_aprof._inputs import load_timelines, parse_labelled
-from asc_aprof._layout import find_summary_csvs
-from asc_aprof._report import load_run_columns
+from asc_aprof._cann._export import run_export
+from asc_aprof._cann._layout import find_summary_csvs
+from asc_aprof._outputs._cli_inputs import load_timelines, parse_labelled
+from asc_aprof._outputs._json_report import load_run_columns
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 

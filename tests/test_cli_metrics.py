@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AicoreMetrics, Profiler, Toolkit, sim
-from asc_aprof._report import load_results
+from asc_aprof._outputs._json_report import load_results
 from asc_aprof.cli import TABLE_WIDTH, main
 from asc_aprof.sim import SimControl
 

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from asc_aprof import Profiler, ProfilingTask, Toolkit, cli, sim
-from asc_aprof._stats import compare_tasks, kernel_stats
+from asc_aprof._plans._stats import compare_tasks, kernel_stats
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 

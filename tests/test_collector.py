@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AclError, MsprofInterface, ProfilerConfig, ProfileType, Toolkit, UsageError
-from asc_aprof._binding import ProfileTypes
-from asc_aprof._collector import Collector, Participant, Window, WindowKey
-from asc_aprof._enums import AicoreMetrics
-from asc_aprof._latch import Latch
+from asc_aprof._cann._binding import ProfileTypes
+from asc_aprof._cann._collector import Collector, Participant, Window, WindowKey
+from asc_aprof._model._enums import AicoreMetrics
+from asc_aprof._model._latch import Latch
 
 WAIT = 10.0  # bound on every wait, so a broken collector fails a test instead of hanging it
 INIT, CREATE, START, STOP, DESTROY, FINALIZE = (

@@ -1,4 +1,4 @@
-"""The columnar path (``asc_aprof._columns``): filled by C and by the pure reference alike, and
+"""The columnar path (``asc_aprof._plans._columns``): filled by C and by the pure reference alike, and
 statistics from it identical to the task path's.
 
 The contracts: a columnar parser gives, for every input and split, the same columns (bytes for
@@ -29,15 +29,14 @@ from asc_aprof import (
     TaskColumns,
     TaskCounters,
     TaskParser,
-    _columns,
-    _parser,
     compare_runs,
     compare_tasks,
     kernel_stats,
     run_kernel_stats,
 )
-from asc_aprof._columns import NO_ID, ColumnBuilder
-from asc_aprof._parser import DEFAULT_MAX_LINE_LENGTH
+from asc_aprof._plans import _columns, _parser
+from asc_aprof._plans._columns import NO_ID, ColumnBuilder
+from asc_aprof._plans._parser import DEFAULT_MAX_LINE_LENGTH
 
 from .reliability.test_parser_fuzz import Doc, docs, fuzz_settings, splits
 from .test_parser import NEW_HEADER, new_row
@@ -45,7 +44,7 @@ from .test_parser_accel import counter_docs, tricky_docs
 
 needs_c = pytest.mark.skipif(
     _parser._parse_rows is None or _columns._C is None,
-    reason="asc_aprof._cparser is not built (no C compiler at install time): pure Python only",
+    reason="asc_aprof._plans._cparser is not built (no C compiler at install time): pure Python only",
 )
 
 
@@ -289,7 +288,7 @@ def test_stats_from_columns_equal_stats_from_tasks(
     seed: int, accelerated: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if accelerated and _columns._C is None:
-        pytest.skip("asc_aprof._cparser is not built")
+        pytest.skip("asc_aprof._plans._cparser is not built")
     monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "0" if accelerated else "1")
     rng = random.Random(seed)
     tasks = make_tasks(rng, rng.choice([1, 7, 300, 2500]))
@@ -409,8 +408,8 @@ def test_pyarrow_polars_and_pandas_take_the_columns_zero_copy() -> None:
 
 # -- real files ----------------------------------------------------------------------------------
 def test_generated_file_read_as_columns_equals_the_task_read(tmp_path: Path) -> None:
-    from asc_aprof._layout import find_summary_csvs
-    from asc_aprof._reader import RunTasks, iter_file_batches, read_file_columns
+    from asc_aprof._cann._layout import find_summary_csvs
+    from asc_aprof._runs._csv import RunTasks, iter_file_batches, read_file_columns
     from benchmarks.gen_csv import new_op_summary_lines, write_csv
 
     run = tmp_path / "PROF_000001_20260101000000000_00000001AAAAAAAA"

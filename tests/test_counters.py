@@ -9,9 +9,10 @@ import pickle
 
 import pytest
 
-from asc_aprof import ParseError, ProfilingResult, ProfilingTask, TaskCounters, TaskParser, _parser
-from asc_aprof._counters import TASK_COLUMNS, CounterBuilder, counter_indexes
-from asc_aprof._records import make_result
+from asc_aprof import ParseError, ProfilingResult, ProfilingTask, TaskCounters, TaskParser
+from asc_aprof._model._counters import TASK_COLUMNS, CounterBuilder, counter_indexes
+from asc_aprof._model._records import make_result
+from asc_aprof._plans import _parser
 
 from .reference import REAL_CSV, REAL_RUNS, needs_real_csv, needs_real_runs
 from .test_parser import NEW_HEADER, new_row

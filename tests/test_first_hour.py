@@ -29,7 +29,7 @@ from asc_aprof import (
     sim,
     task_time_median,
 )
-from asc_aprof._errors import NoSamplesError
+from asc_aprof._model._errors import NoSamplesError
 from asc_aprof.sim import SimControl
 
 KEEP_HINT = (
@@ -261,7 +261,6 @@ def test_the_simulator_is_picked_by_the_variable_the_readme_names(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True, env=env
     ).stdout.strip()
     assert Toolkit.from_root(root).library == sim.toolkit().library
-
 
 
 # -- the real-data conformance tests on a plain clone -----------------------------------------------

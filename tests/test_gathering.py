@@ -10,9 +10,9 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, ProgressEvent, Toolkit, sim
-from asc_aprof import _collector as collector_module
-from asc_aprof._collector import get_collector
-from asc_aprof._enums import AicoreMetrics
+from asc_aprof._cann import _collector as collector_module
+from asc_aprof._cann._collector import get_collector
+from asc_aprof._model._enums import AicoreMetrics
 from asc_aprof.sim import SimControl
 
 
@@ -31,9 +31,7 @@ async def async_case(case: int, device: int) -> None:
 
 
 @pytest.mark.parametrize("kind", ["plain", "coroutine"])
-async def test_64_cases_on_4_devices_make_16_windows(
-    toolkit: Toolkit, long_linger: None, kind: str
-) -> None:
+async def test_64_cases_on_4_devices_make_16_windows(toolkit: Toolkit, long_linger: None, kind: str) -> None:
     collector = get_collector()
     started, lingered = collector.windows_started, collector.windows_lingered
     runs: dict[str, set[int]] = {}

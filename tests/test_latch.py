@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, ProfileRun, Toolkit, sim
-from asc_aprof._latch import Latch
+from asc_aprof._model._latch import Latch
 from asc_aprof.sim import SimControl
 
 WAIT = 10.0  # bound on waits that must succeed, so a lost wake-up fails instead of hanging

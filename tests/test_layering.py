@@ -74,7 +74,7 @@ def test_the_core_never_imports_the_apps() -> None:
     for module, imports in graph().items():
         if any(module == app or module.startswith(app + ".") for app in APPS):
             continue
-        allowed = {"asc_aprof.sim"} if module == "asc_aprof._discovery" else set()  # opt-in, lazily
+        allowed = {"asc_aprof.sim"} if module == "asc_aprof._cann._discovery" else set()  # opt-in, lazily
         assert not (imports & APPS) - allowed, f"{module} imports {imports & APPS}"
 
 
@@ -115,3 +115,48 @@ def test_import_asc_aprof_loads_no_app_and_no_optional_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+#: The folders are the layers, bottom up (docs/architecture.md); the apps, the public facades
+#: (``report``, ``stats``), the lazy top level and ``sim`` sit above them all.
+LAYERS = ("_version", "_model", "_plans", "_cann", "_runs", "_profilers", "_outputs")
+
+
+def layer_of(module: str) -> int:
+    """The layer index of an asc_aprof module (len(LAYERS) for everything above the layers)."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    return len(LAYERS)
+
+
+@pytest.mark.parametrize("type_checking", [False, True], ids=["run time", "type checking too"])
+def test_a_lower_layer_never_imports_a_higher_one(type_checking: bool) -> None:
+    wrong = []
+    for module, imports in graph(type_checking).items():
+        for target in imports:
+            if target == "asc_aprof" or module == "asc_aprof":
+                continue
+            if module == "asc_aprof._cann._discovery" and target == "asc_aprof.sim":
+                continue  # the simulated toolkit, opt-in (ASC_APROF_SIMULATE), imported when asked for
+            if layer_of(target) > layer_of(module):
+                wrong.append(f"{module} ({LAYERS[layer_of(module)]}) imports {target}")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_every_module_is_in_a_layer_folder() -> None:
+    above = {
+        "asc_aprof",
+        "asc_aprof.cli",
+        "asc_aprof.pytest_plugin",
+        "asc_aprof._pytest_recording",
+        "asc_aprof.ray_sweep",
+        "asc_aprof.report",
+        "asc_aprof.stats",
+    }
+    stray = [
+        m
+        for m in graph()
+        if layer_of(m) == len(LAYERS) and m not in above and not m.startswith("asc_aprof.sim")
+    ]
+    assert not stray, stray

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AicoreMetrics, MsprofInterface, ProfileType, Toolkit, sim
-from asc_aprof._export import run_export
-from asc_aprof._layout import list_runs
-from asc_aprof._reader import iter_file_tasks
+from asc_aprof._cann._export import run_export
+from asc_aprof._cann._layout import list_runs
+from asc_aprof._runs._csv import iter_file_tasks
 from asc_aprof.sim import SimControl
 
 

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from asc_aprof import ParseError, ProfilingTask, TaskParser, _parser
-from asc_aprof._parser import parse_bytes
+from asc_aprof import ParseError, ProfilingTask, TaskParser
+from asc_aprof._plans import _parser
+from asc_aprof._plans._parser import parse_bytes
 
 from .reference import REAL_CSV, needs_real_csv
 
-NOT_BUILT = "asc_aprof._cparser is not built (no C compiler at install time): pure Python only"
+NOT_BUILT = "asc_aprof._plans._cparser is not built (no C compiler at install time): pure Python only"
 
 
 @pytest.fixture(
@@ -236,7 +237,7 @@ def test_real_file_values() -> None:
 
 
 def test_device_ids_of_directories_and_cells() -> None:
-    from asc_aprof._layout import device_of_directory
+    from asc_aprof._cann._layout import device_of_directory
 
     assert device_of_directory("device_3") == 3
     assert device_of_directory("7") == 7

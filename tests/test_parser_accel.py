@@ -1,4 +1,4 @@
-"""The C accelerator (``asc_aprof._cparser``) against the pure-Python reference.
+"""The C accelerator (``asc_aprof._plans._cparser``) against the pure-Python reference.
 
 The contract: for every input, fed whole or in any split, both implementations give the same
 tasks (same types, same values bit for bit), the same ``skipped`` counts in the same order,
@@ -28,8 +28,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof import ParseError, ProfilingTask, TaskCounters, TaskParser, _parser
-from asc_aprof._parser import DEFAULT_MAX_LINE_LENGTH
+from asc_aprof import ParseError, ProfilingTask, TaskCounters, TaskParser
+from asc_aprof._plans import _parser
+from asc_aprof._plans._parser import DEFAULT_MAX_LINE_LENGTH
 
 from .reference import REAL_CSV, needs_real_csv
 from .reliability.test_parser_fuzz import (
@@ -48,7 +49,7 @@ from .test_parser import NEW_HEADER, new_row
 
 pytestmark = pytest.mark.skipif(
     _parser._parse_rows is None,
-    reason="asc_aprof._cparser is not built (no C compiler at install time): pure Python only",
+    reason="asc_aprof._plans._cparser is not built (no C compiler at install time): pure Python only",
 )
 
 C_SOURCE = Path(_parser.__file__).with_name("_cparser.c")
@@ -606,7 +607,7 @@ def test_environment_switch(value: str | None, expected: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ASC_APROF_PURE_PYTHON"}
     if value is not None:
         env["ASC_APROF_PURE_PYTHON"] = value
-    code = "import asc_aprof._parser as p; print(p.ACCELERATED, p.TaskParser().accelerated)"
+    code = "import asc_aprof._plans._parser as p; print(p.ACCELERATED, p.TaskParser().accelerated)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [expected, expected]
 

@@ -23,11 +23,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof._raw import _accel, _run
-from asc_aprof._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
-from asc_aprof._raw._host import GeTask, HostTask
-from asc_aprof._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
-from asc_aprof._raw._types import DeclinedError
+from asc_aprof._plans._raw import _accel, _run
+from asc_aprof._plans._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
+from asc_aprof._plans._raw._host import GeTask, HostTask
+from asc_aprof._plans._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
+from asc_aprof._plans._raw._types import DeclinedError
 
 from .test_raw_fastpaths import OFFSETS as FASTPATH_OFFSETS
 from .test_raw_fastpaths import clock
@@ -83,7 +83,7 @@ def test_the_environment_switch_turns_the_c_device_loops_off(value: str | None, 
     env = {k: v for k, v in os.environ.items() if k != "ASC_APROF_PURE_PYTHON"}
     if value is not None:
         env["ASC_APROF_PURE_PYTHON"] = value
-    code = "import asc_aprof._raw._accel as a; print(a.active() is not None)"
+    code = "import asc_aprof._plans._raw._accel as a; print(a.active() is not None)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [expected]
 
@@ -91,7 +91,7 @@ def test_the_environment_switch_turns_the_c_device_loops_off(value: str | None, 
 def test_the_switch_set_at_run_time_turns_off_both_halves_of_the_reader(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from asc_aprof._raw import _host
+    from asc_aprof._plans._raw import _host
 
     monkeypatch.setattr(_accel, "ACCELERATED", True)
     monkeypatch.delenv("ASC_APROF_PURE_PYTHON", raising=False)
@@ -347,7 +347,7 @@ def test_device_host_and_ge_tasks_equal_the_pure_ones(
 
 
 def records_hash_alike() -> int:
-    """C records equal the pure ones and hash alike (see src/asc_aprof/_record_new.h); returns
+    """C records equal the pure ones and hash alike (see src/asc_aprof/_plans/_record_new.h); returns
     the extension's ``RECORDS_VIA_NEW``. tests/test_record_hash.py runs it both ways."""
     columns = columns_of([(0, 0, 1, 2, 3), (1, 0, 1, 2, 5), (0, 1, 2, 3, 7), (1, 1, 2, 3, 9)])
     c = clock(1.0)

@@ -1,4 +1,4 @@
-"""The host call tree in C (``asc_aprof._raw._chost``) against the pure-Python loops.
+"""The host call tree in C (``asc_aprof._plans._raw._chost``) against the pure-Python loops.
 
 On generated host record streams (calls nested, overlapping and tied in time, several threads,
 every queue level, node launches without names or with Lccl names, node records outside every
@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asc_aprof._raw import _host, _run, read_run
-from asc_aprof._raw._decode import (
+from asc_aprof._plans._raw import _host, _run
+from asc_aprof._plans._raw._decode import (
     HOST_MAGIC,
     LEVELS,
     ApiRecord,
@@ -32,15 +32,16 @@ from asc_aprof._raw._decode import (
     NodeBasicRecord,
     TaskTrackRecord,
 )
-from asc_aprof._raw._host import GeTask, HostRecords, HostTask, host_tables
-from asc_aprof._raw._types import DeclinedError
+from asc_aprof._plans._raw._host import GeTask, HostRecords, HostTask, host_tables
+from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._runs._raw_files import read_run
 
 from .real.conftest import copy_run
 from .reference import REAL_RUNS, real_run_names
 
 needs_c = pytest.mark.skipif(
     _host._C_HOST_TABLES is None,
-    reason="asc_aprof._raw._chost is not built (no C compiler at install time): pure Python only",
+    reason="asc_aprof._plans._raw._chost is not built (no C compiler at install time): pure Python only",
 )
 pytestmark = needs_c
 
@@ -345,8 +346,8 @@ def test_the_pure_python_switch_turns_the_c_loops_off(monkeypatch: pytest.Monkey
 def test_a_build_without_the_extension_reads_in_pure_python() -> None:
     # The extension is optional: with it hidden, the module loads, says so, and declines nothing.
     code = (
-        "import sys; sys.modules['asc_aprof._raw._chost'] = None\n"
-        "from asc_aprof._raw import _host\n"
+        "import sys; sys.modules['asc_aprof._plans._raw._chost'] = None\n"
+        "from asc_aprof._plans._raw import _host\n"
         "print(_host._C_HOST_TABLES, _host.accelerated_default())"
     )
     env = {k: v for k, v in os.environ.items() if k != "ASC_APROF_PURE_PYTHON"}

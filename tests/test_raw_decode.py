@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof._errors import InvalidArgumentError
-from asc_aprof._raw import Declined, DeclinedError, DeclineReason, Reader, RunPlan, dirs_to_list, read_run
-from asc_aprof._raw._decode import (
+from asc_aprof._model._errors import InvalidArgumentError
+from asc_aprof._plans._raw import Declined, DeclinedError, DeclineReason, Reader, RunPlan, dirs_to_list
+from asc_aprof._plans._raw._decode import (
     HOST_MAGIC,
     STARS_MAGIC,
     ApiRecord,
@@ -29,8 +29,9 @@ from asc_aprof._raw._decode import (
     ts_track_flips,
     type_info_dic,
 )
-from asc_aprof._raw._host import HostRecords, host_tables
-from asc_aprof._raw._run import DeviceClock, stream_task_ids
+from asc_aprof._plans._raw._host import HostRecords, host_tables
+from asc_aprof._plans._raw._run import DeviceClock, stream_task_ids
+from asc_aprof._runs._raw_files import read_run
 
 
 def stars(
@@ -335,7 +336,7 @@ def test_hash_lines_split_as_text_mode_reads_them() -> None:
 def test_a_failure_inside_the_reader_declines_instead_of_breaking_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asc_aprof._raw import _driver
+    from asc_aprof._runs import _raw_files as _driver
 
     for part in ("host/data", "device_0/data"):
         (tmp_path / part).mkdir(parents=True)

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof._raw import _decode
-from asc_aprof._raw._decode import (
+from asc_aprof._plans._raw import _decode
+from asc_aprof._plans._raw._decode import (
     HOST_MAGIC,
     SQE_TYPES,
     STARS_MAGIC,
@@ -25,9 +25,9 @@ from asc_aprof._raw._decode import (
     stars_records,
     task_track_records,
 )
-from asc_aprof._raw._driver import _GcPause
-from asc_aprof._raw._run import INVALID_CONTEXT, DeviceClock, _paired_tasks
-from asc_aprof._raw._types import DeclinedError
+from asc_aprof._plans._raw._run import INVALID_CONTEXT, DeviceClock, _paired_tasks
+from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._runs._raw_files import _GcPause
 
 U16 = st.integers(0, 0xFFFF)
 U32 = st.integers(0, 0xFFFFFFFF)

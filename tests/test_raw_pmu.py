@@ -1,4 +1,4 @@
-"""The PMU decoder and formulas of the raw reader (``asc_aprof._raw._pmu``) on synthetic records.
+"""The PMU decoder and formulas of the raw reader (``asc_aprof._plans._raw._pmu``) on synthetic records.
 
 The real exporter's output on real runs is checked in tests/real/test_raw_counters.py; here each
 step is pinned on its own: record layout, per-event formulas, table columns per metric group,
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asc_aprof._raw import DeclinedError, DeclineReason
-from asc_aprof._raw._pmu import (
+from asc_aprof._plans._raw import DeclinedError, DeclineReason
+from asc_aprof._plans._raw._pmu import (
     CHIP_310B,
     CHIP_910B,
     CHIP_METRICS,

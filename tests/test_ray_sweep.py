@@ -25,8 +25,8 @@ from asc_aprof import (  # noqa: E402
     UsageError,
     sim,
 )
-from asc_aprof._report import load_json  # noqa: E402
-from asc_aprof._tune import race  # noqa: E402
+from asc_aprof._outputs._json_report import load_json  # noqa: E402
+from asc_aprof._profilers._tune import race  # noqa: E402
 from asc_aprof.ray_sweep import (  # noqa: E402
     NOSET_VARIABLE,
     Node,

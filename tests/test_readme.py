@@ -30,7 +30,7 @@ import anyio
 import pytest
 
 from asc_aprof import ProfilingResult, run_kernel_stats
-from asc_aprof._report import load_json_columns
+from asc_aprof._outputs._json_report import load_json_columns
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 

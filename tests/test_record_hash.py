@@ -1,4 +1,4 @@
-"""Records the C accelerators build hash as the pure code's do (see src/asc_aprof/_record_new.h).
+"""Records the C accelerators build hash as the pure code's do (see src/asc_aprof/_plans/_record_new.h).
 
 From CPython 3.14 on a tuple caches its hash, and a tuple subclass made by ``tp_alloc`` would
 hash to 0 forever; there the extensions build records through ``tuple.__new__``.
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from asc_aprof._parser import TaskParser
+from asc_aprof._plans._parser import TaskParser
 
 from .reference import REPO
 
@@ -26,8 +26,8 @@ CSV = (
 def check() -> list[int]:
     """Build records with C and pure code, assert equal records with equal hashes; the modules'
     ``RECORDS_VIA_NEW``."""
-    from asc_aprof import _cparser
-    from asc_aprof._raw import _chost, _host
+    from asc_aprof._plans import _cparser
+    from asc_aprof._plans._raw import _chost, _host
 
     from .test_raw_cdevice import records_hash_alike
     from .test_raw_chost import tree

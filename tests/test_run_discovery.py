@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, Toolkit, UsageError, sim
-from asc_aprof._layout import AmbiguousRunError, list_runs, new_run_since, run_names, run_pid, run_start_key
+from asc_aprof._cann._layout import (
+    AmbiguousRunError,
+    list_runs,
+    new_run_since,
+    run_names,
+    run_pid,
+    run_start_key,
+)
 from asc_aprof.sim import SimControl
 
 
@@ -97,7 +104,7 @@ def test_profile_on_cann_8_0_run_names_without_a_pid(
 
 
 def run_pid_from_name(name: str) -> int | None:
-    from asc_aprof._layout import PID_SUFFIX, RUN_PATTERN
+    from asc_aprof._cann._layout import PID_SUFFIX, RUN_PATTERN
 
     match = RUN_PATTERN.match(name)
     assert match is not None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
-from asc_aprof._stats import compare_runs, run_kernel_stats
+from asc_aprof._plans._stats import compare_runs, run_kernel_stats
 from asc_aprof.cli import main
 
 

@@ -24,7 +24,15 @@ from asc_aprof import (
     TuneStop,
     sim,
 )
-from asc_aprof._tune import Calibration, Measured, Race, RaceOutcome, cache_key, default_cache_dir, race
+from asc_aprof._profilers._tune import (
+    Calibration,
+    Measured,
+    Race,
+    RaceOutcome,
+    cache_key,
+    default_cache_dir,
+    race,
+)
 from asc_aprof.sim import SimControl
 
 

@@ -18,7 +18,7 @@ from asc_aprof import (
     compare_tasks,
     kernel_stats,
 )
-from asc_aprof._records import make_result
+from asc_aprof._model._records import make_result
 
 
 def test_stats_and_verdict_helpers_are_public() -> None:

@@ -29,144 +29,144 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name load
     from . import report as report
     from . import sim as sim
     from . import stats as stats
-    from ._async import AsyncProfiler as AsyncProfiler
-    from ._async import SweepItem as SweepItem
-    from ._async import SweepItems as SweepItems
-    from ._bench import AttributionError as AttributionError
-    from ._bench import BenchConfig as BenchConfig
-    from ._bench import BenchResult as BenchResult
-    from ._bench import KernelTime as KernelTime
-    from ._bench import StopReason as StopReason
-    from ._bench_api import bench as bench
-    from ._bench_api import do_bench as do_bench
-    from ._bench_api import tune as tune
-    from ._binding import MsprofInterface as MsprofInterface
-    from ._binding import ProfilerConfig as ProfilerConfig
-    from ._columns import NO_ID as NO_ID
-    from ._columns import TaskColumns as TaskColumns
-    from ._counters import TaskCounters as TaskCounters
-    from ._discovery import discover_toolkit as discover_toolkit
-    from ._enums import AicoreMetrics as AicoreMetrics
-    from ._enums import ProfileType as ProfileType
-    from ._errors import AclError as AclError
-    from ._errors import AprofError as AprofError
-    from ._errors import CollectionTimeout as CollectionTimeout
-    from ._errors import ExportError as ExportError
-    from ._errors import InvalidArgumentError as InvalidArgumentError
-    from ._errors import NoSamplesError as NoSamplesError
-    from ._errors import ParseError as ParseError
-    from ._errors import ToolkitNotFoundError as ToolkitNotFoundError
-    from ._errors import UsageError as UsageError
-    from ._files import RunFileError as RunFileError
-    from ._parser import TaskParser as TaskParser
-    from ._profiler import Profiler as Profiler
-    from ._progress import ProgressEvent as ProgressEvent
-    from ._protocol import ProfileRun as ProfileRun
-    from ._records import ProfilingResult as ProfilingResult
-    from ._records import ProfilingTask as ProfilingTask
-    from ._records import task_time_median as task_time_median
-    from ._reporting import write_report as write_report
-    from ._run import AsyncRun as AsyncRun
-    from ._run import Run as Run
-    from ._run import RunUnreadable as RunUnreadable
-    from ._run import aopen_run as aopen_run
-    from ._run import aread_columns as aread_columns
-    from ._run import open_run as open_run
-    from ._run import read_columns as read_columns
-    from ._run import read_timeline as read_timeline
-    from ._run import sweep_timelines as sweep_timelines
-    from ._runinfo import RunInfo as RunInfo
-    from ._runinfo import RunSource as RunSource
-    from ._stats import KernelChange as KernelChange
-    from ._stats import KernelStats as KernelStats
-    from ._stats import compare_runs as compare_runs
-    from ._stats import compare_tasks as compare_tasks
-    from ._stats import kernel_stats as kernel_stats
-    from ._stats import run_kernel_stats as run_kernel_stats
-    from ._timeline import TimedTask as TimedTask
-    from ._timeline import Timeline as Timeline
-    from ._toolkit import Toolkit as Toolkit
-    from ._trace import write_trace as write_trace
-    from ._tune import Candidate as Candidate
-    from ._tune import CandidateStatus as CandidateStatus
-    from ._tune import TuneError as TuneError
-    from ._tune import TuneResult as TuneResult
-    from ._tune import TuneStop as TuneStop
-    from ._verdict import VERDICT_RULE as VERDICT_RULE
-    from ._verdict import Verdict as Verdict
-    from ._verdict import VerdictKind as VerdictKind
-    from ._verdict import bound_verdict as bound_verdict
+    from ._cann._binding import MsprofInterface as MsprofInterface
+    from ._cann._binding import ProfilerConfig as ProfilerConfig
+    from ._cann._discovery import discover_toolkit as discover_toolkit
+    from ._cann._files import RunFileError as RunFileError
+    from ._model._counters import TaskCounters as TaskCounters
+    from ._model._enums import AicoreMetrics as AicoreMetrics
+    from ._model._enums import ProfileType as ProfileType
+    from ._model._errors import AclError as AclError
+    from ._model._errors import AprofError as AprofError
+    from ._model._errors import CollectionTimeout as CollectionTimeout
+    from ._model._errors import ExportError as ExportError
+    from ._model._errors import InvalidArgumentError as InvalidArgumentError
+    from ._model._errors import NoSamplesError as NoSamplesError
+    from ._model._errors import ParseError as ParseError
+    from ._model._errors import ToolkitNotFoundError as ToolkitNotFoundError
+    from ._model._errors import UsageError as UsageError
+    from ._model._progress import ProgressEvent as ProgressEvent
+    from ._model._records import ProfilingResult as ProfilingResult
+    from ._model._records import ProfilingTask as ProfilingTask
+    from ._model._records import task_time_median as task_time_median
+    from ._model._toolkit import Toolkit as Toolkit
+    from ._outputs._report_write import write_report as write_report
+    from ._outputs._trace import write_trace as write_trace
+    from ._plans._bench import AttributionError as AttributionError
+    from ._plans._bench import BenchConfig as BenchConfig
+    from ._plans._bench import BenchResult as BenchResult
+    from ._plans._bench import KernelTime as KernelTime
+    from ._plans._bench import StopReason as StopReason
+    from ._plans._columns import NO_ID as NO_ID
+    from ._plans._columns import TaskColumns as TaskColumns
+    from ._plans._parser import TaskParser as TaskParser
+    from ._plans._stats import KernelChange as KernelChange
+    from ._plans._stats import KernelStats as KernelStats
+    from ._plans._stats import compare_runs as compare_runs
+    from ._plans._stats import compare_tasks as compare_tasks
+    from ._plans._stats import kernel_stats as kernel_stats
+    from ._plans._stats import run_kernel_stats as run_kernel_stats
+    from ._plans._verdict import VERDICT_RULE as VERDICT_RULE
+    from ._plans._verdict import Verdict as Verdict
+    from ._plans._verdict import VerdictKind as VerdictKind
+    from ._plans._verdict import bound_verdict as bound_verdict
+    from ._profilers._async import AsyncProfiler as AsyncProfiler
+    from ._profilers._async import SweepItem as SweepItem
+    from ._profilers._async import SweepItems as SweepItems
+    from ._profilers._functions import bench as bench
+    from ._profilers._functions import do_bench as do_bench
+    from ._profilers._functions import tune as tune
+    from ._profilers._protocol import ProfileRun as ProfileRun
+    from ._profilers._sync import Profiler as Profiler
+    from ._profilers._tune import Candidate as Candidate
+    from ._profilers._tune import CandidateStatus as CandidateStatus
+    from ._profilers._tune import TuneError as TuneError
+    from ._profilers._tune import TuneResult as TuneResult
+    from ._profilers._tune import TuneStop as TuneStop
+    from ._runs._info import RunInfo as RunInfo
+    from ._runs._info import RunSource as RunSource
+    from ._runs._run import AsyncRun as AsyncRun
+    from ._runs._run import Run as Run
+    from ._runs._run import RunUnreadable as RunUnreadable
+    from ._runs._run import aopen_run as aopen_run
+    from ._runs._run import aread_columns as aread_columns
+    from ._runs._run import open_run as open_run
+    from ._runs._run import read_columns as read_columns
+    from ._runs._run import read_timeline as read_timeline
+    from ._runs._run import sweep_timelines as sweep_timelines
+    from ._runs._timeline import TimedTask as TimedTask
+    from ._runs._timeline import Timeline as Timeline
 
 #: Where each public name lives (loaded on first use, so ``import asc_aprof`` stays light: the
 #: pytest plugin's entry point imports it in every test session of every user).
 _WHERE: dict[str, str] = {
-    "AsyncProfiler": "._async",
-    "SweepItem": "._async",
-    "SweepItems": "._async",
-    "AttributionError": "._bench",
-    "BenchConfig": "._bench",
-    "BenchResult": "._bench",
-    "KernelTime": "._bench",
-    "StopReason": "._bench",
-    "bench": "._bench_api",
-    "do_bench": "._bench_api",
-    "tune": "._bench_api",
-    "MsprofInterface": "._binding",
-    "ProfilerConfig": "._binding",
-    "NO_ID": "._columns",
-    "TaskColumns": "._columns",
-    "ProfileRun": "._protocol",
-    "TaskCounters": "._counters",
-    "discover_toolkit": "._discovery",
-    "AicoreMetrics": "._enums",
-    "ProfileType": "._enums",
-    "AclError": "._errors",
-    "AprofError": "._errors",
-    "CollectionTimeout": "._errors",
-    "ExportError": "._errors",
-    "InvalidArgumentError": "._errors",
-    "NoSamplesError": "._errors",
-    "ParseError": "._errors",
-    "ToolkitNotFoundError": "._errors",
-    "UsageError": "._errors",
-    "RunFileError": "._files",
-    "TaskParser": "._parser",
-    "Profiler": "._profiler",
-    "ProgressEvent": "._progress",
-    "ProfilingResult": "._records",
-    "ProfilingTask": "._records",
-    "task_time_median": "._records",
-    "write_report": "._reporting",
-    "AsyncRun": "._run",
-    "Run": "._run",
-    "RunUnreadable": "._run",
-    "aopen_run": "._run",
-    "aread_columns": "._run",
-    "open_run": "._run",
-    "read_columns": "._run",
-    "read_timeline": "._run",
-    "sweep_timelines": "._run",
-    "RunInfo": "._runinfo",
-    "RunSource": "._runinfo",
-    "KernelChange": "._stats",
-    "KernelStats": "._stats",
-    "compare_runs": "._stats",
-    "compare_tasks": "._stats",
-    "kernel_stats": "._stats",
-    "run_kernel_stats": "._stats",
-    "TimedTask": "._timeline",
-    "Timeline": "._timeline",
-    "Toolkit": "._toolkit",
-    "write_trace": "._trace",
-    "Candidate": "._tune",
-    "CandidateStatus": "._tune",
-    "TuneError": "._tune",
-    "TuneResult": "._tune",
-    "TuneStop": "._tune",
-    "VERDICT_RULE": "._verdict",
-    "Verdict": "._verdict",
-    "VerdictKind": "._verdict",
-    "bound_verdict": "._verdict",
+    "AsyncProfiler": "._profilers._async",
+    "SweepItem": "._profilers._async",
+    "SweepItems": "._profilers._async",
+    "AttributionError": "._plans._bench",
+    "BenchConfig": "._plans._bench",
+    "BenchResult": "._plans._bench",
+    "KernelTime": "._plans._bench",
+    "StopReason": "._plans._bench",
+    "bench": "._profilers._functions",
+    "do_bench": "._profilers._functions",
+    "tune": "._profilers._functions",
+    "MsprofInterface": "._cann._binding",
+    "ProfilerConfig": "._cann._binding",
+    "NO_ID": "._plans._columns",
+    "TaskColumns": "._plans._columns",
+    "ProfileRun": "._profilers._protocol",
+    "TaskCounters": "._model._counters",
+    "discover_toolkit": "._cann._discovery",
+    "AicoreMetrics": "._model._enums",
+    "ProfileType": "._model._enums",
+    "AclError": "._model._errors",
+    "AprofError": "._model._errors",
+    "CollectionTimeout": "._model._errors",
+    "ExportError": "._model._errors",
+    "InvalidArgumentError": "._model._errors",
+    "NoSamplesError": "._model._errors",
+    "ParseError": "._model._errors",
+    "ToolkitNotFoundError": "._model._errors",
+    "UsageError": "._model._errors",
+    "RunFileError": "._cann._files",
+    "TaskParser": "._plans._parser",
+    "Profiler": "._profilers._sync",
+    "ProgressEvent": "._model._progress",
+    "ProfilingResult": "._model._records",
+    "ProfilingTask": "._model._records",
+    "task_time_median": "._model._records",
+    "write_report": "._outputs._report_write",
+    "AsyncRun": "._runs._run",
+    "Run": "._runs._run",
+    "RunUnreadable": "._runs._run",
+    "aopen_run": "._runs._run",
+    "aread_columns": "._runs._run",
+    "open_run": "._runs._run",
+    "read_columns": "._runs._run",
+    "read_timeline": "._runs._run",
+    "sweep_timelines": "._runs._run",
+    "RunInfo": "._runs._info",
+    "RunSource": "._runs._info",
+    "KernelChange": "._plans._stats",
+    "KernelStats": "._plans._stats",
+    "compare_runs": "._plans._stats",
+    "compare_tasks": "._plans._stats",
+    "kernel_stats": "._plans._stats",
+    "run_kernel_stats": "._plans._stats",
+    "TimedTask": "._runs._timeline",
+    "Timeline": "._runs._timeline",
+    "Toolkit": "._model._toolkit",
+    "write_trace": "._outputs._trace",
+    "Candidate": "._profilers._tune",
+    "CandidateStatus": "._profilers._tune",
+    "TuneError": "._profilers._tune",
+    "TuneResult": "._profilers._tune",
+    "TuneStop": "._profilers._tune",
+    "VERDICT_RULE": "._plans._verdict",
+    "Verdict": "._plans._verdict",
+    "VerdictKind": "._plans._verdict",
+    "bound_verdict": "._plans._verdict",
 }
 #: Public submodules: the simulated toolkit, statistics, reports and traces, the command line.
 _SUBMODULES = frozenset({"sim", "stats", "report", "cli", "pytest_plugin", "ray_sweep"})

@@ -10,16 +10,16 @@ from typing import Any
 
 import pytest
 
-from ._async import AsyncProfiler
-from ._bench import BenchResult
-from ._binding import ProfileTypes
-from ._discovery import discover_toolkit
-from ._enums import AicoreMetrics
-from ._errors import ToolkitNotFoundError
-from ._profiler import Profiler
-from ._protocol import ProfileRun
-from ._records import AICORE_TASK_TYPES, ProfilingResult, task_time_median
-from ._toolkit import Toolkit
+from ._cann._binding import ProfileTypes
+from ._cann._discovery import discover_toolkit
+from ._model._enums import AicoreMetrics
+from ._model._errors import ToolkitNotFoundError
+from ._model._records import AICORE_TASK_TYPES, ProfilingResult, task_time_median
+from ._model._toolkit import Toolkit
+from ._plans._bench import BenchResult
+from ._profilers._async import AsyncProfiler
+from ._profilers._protocol import ProfileRun
+from ._profilers._sync import Profiler
 
 #: What the fixtures record, in the order the test made them.
 Recorded = ProfilingResult | BenchResult

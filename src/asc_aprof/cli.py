@@ -23,14 +23,13 @@ from typing import Any, Final
 
 import anyio
 
-from ._columns import TaskColumns
-from ._discovery import discover_toolkit
-from ._errors import AprofError, ToolkitNotFoundError
-from ._export import run_export_async
-from ._layout import MERGED_DIR
-from ._raw import RawReadDeclined, Reader
-from ._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
-from ._report import (
+from ._cann._discovery import discover_toolkit
+from ._cann._export import run_export_async
+from ._cann._layout import MERGED_DIR
+from ._model._errors import AprofError, ToolkitNotFoundError
+from ._model._records import CONTROL_TASK_TYPES, ProfilingResult, ProfilingTask
+from ._model._toolkit import Toolkit
+from ._outputs._json_report import (
     JsonRuns,
     load_json_columns,
     no_samples_error,
@@ -39,11 +38,12 @@ from ._report import (
     runs_of,
     stored_report,
 )
-from ._run import RunUnreadable
-from ._runinfo import RunInfo, collection_line
-from ._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
-from ._toolkit import Toolkit
-from ._verdict import VERDICT_RULE, Verdict, VerdictKind
+from ._plans._columns import TaskColumns
+from ._plans._raw import RawReadDeclined, Reader
+from ._plans._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
+from ._plans._verdict import VERDICT_RULE, Verdict, VerdictKind
+from ._runs._info import RunInfo, collection_line
+from ._runs._run import RunUnreadable
 from .sim._build import SimulatorBuildError
 
 
@@ -658,8 +658,8 @@ def _change_row(c: KernelChange, regression: bool) -> list[str]:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from ._inputs import load_timelines, parse_labelled
-    from ._trace import write_trace
+    from ._outputs._cli_inputs import load_timelines, parse_labelled
+    from ._outputs._trace import write_trace
 
     timelines = [
         timeline
@@ -684,9 +684,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ._inputs import load_report_input, parse_labelled
-    from ._report_model import build_model, slices_of
-    from ._timeline import Timeline
+    from ._outputs._cli_inputs import load_report_input, parse_labelled
+    from ._outputs._report_model import build_model, slices_of
+    from ._runs._timeline import Timeline
 
     specs = [parse_labelled(spec) for spec in args.paths]
     several = len(specs) > 1
@@ -700,7 +700,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         groups.append((label, slices_of(label, sources, skip=args.skip, cases=loaded.cases)))
     compare = len(groups) == 2 and not args.no_compare
     model = build_model(groups, compare=compare, title=args.title, threshold=args.threshold, skip=args.skip)
-    from ._html import write_html
+    from ._outputs._report_html import write_html
 
     out = write_html(model, args.output)
     kernels = len({(k.device, k.name) for k in model.kernels})
@@ -719,7 +719,7 @@ DEMO_KERNELS: Final = (
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import sim
-    from ._async import AsyncProfiler
+    from ._profilers._async import AsyncProfiler
 
     toolkit = sim.toolkit()
     sim.control().set_jitter(0.02, seed=0, outlier_rate=0.01)  # run-to-run noise, as on hardware

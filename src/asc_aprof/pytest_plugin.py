@@ -2,7 +2,7 @@
 
 Fixtures: ``aprof`` (a :class:`~asc_aprof.Profiler`) and ``aprof_async`` (an
 :class:`~asc_aprof.AsyncProfiler`). Without ``--aprof`` they hand the test a *pass-through*
-profiler (:mod:`asc_aprof._passthrough`): the body runs, nothing is collected, and the test
+profiler (:mod:`asc_aprof._profilers._passthrough`): the body runs, nothing is collected, and the test
 passes or fails on its own asserts (``aprof.enabled`` is False). With ``--aprof``, every
 ``profile()`` and every ``bench()`` / ``do_bench()`` of a test is recorded (a result read with
 ``store_result()`` / ``store_last_result()`` too, when the test made no other record):
@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ._passthrough import PassThroughAsyncProfiler, PassThroughProfiler
+    from ._model._records import ProfilingResult
+    from ._profilers._passthrough import PassThroughAsyncProfiler, PassThroughProfiler
     from ._pytest_recording import RecordingAsyncProfiler, RecordingProfiler
-    from ._records import ProfilingResult
 
 # The plugin is loaded in every pytest session of every user (the pytest11 entry point): it
 # imports the profilers only when a test asks for a fixture, so a session that never profiles
@@ -91,7 +91,7 @@ def pytest_collection_modifyitems(
 def aprof(request: pytest.FixtureRequest) -> Iterator[RecordingProfiler | PassThroughProfiler]:
     """A :class:`Profiler` with ``--aprof`` (recording every call), else a pass-through one."""
     if not request.config.getoption("--aprof"):
-        from ._passthrough import PassThroughProfiler
+        from ._profilers._passthrough import PassThroughProfiler
 
         yield PassThroughProfiler()
         return
@@ -108,7 +108,7 @@ def aprof_async(
 ) -> Iterator[RecordingAsyncProfiler | PassThroughAsyncProfiler]:
     """An :class:`AsyncProfiler` with ``--aprof`` (recording every call), else a pass-through one."""
     if not request.config.getoption("--aprof"):
-        from ._passthrough import PassThroughAsyncProfiler
+        from ._profilers._passthrough import PassThroughAsyncProfiler
 
         yield PassThroughAsyncProfiler()
         return
@@ -141,9 +141,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             )
     path = config.getoption("--aprof-json")
     if path:
-        from ._columns import TaskColumns
-        from ._report import report
-        from ._stats import run_kernel_stats
+        from ._outputs._json_report import report
+        from ._plans._columns import TaskColumns
+        from ._plans._stats import run_kernel_stats
 
         # the statistics from columns; the samples kept, so `asc-aprof compare` can bootstrap
         runs = [
@@ -162,8 +162,8 @@ def _write_html_report(
     terminalreporter: Any, config: pytest.Config, path: str, records: list[dict[str, Any]]
 ) -> None:
     """The session's results as the HTML report, each run labelled by the test that made it."""
-    from ._errors import AprofError
-    from ._reporting import model_of
+    from ._model._errors import AprofError
+    from ._outputs._report_write import model_of
 
     results = config.stash[_RESULTS_KEY]
     if not results:
@@ -174,7 +174,7 @@ def _write_html_report(
         model = model_of(
             results, skip=config.getoption("--aprof-skip"), cases=cases, title="asc-aprof: pytest session"
         )
-        from ._html import write_html
+        from ._outputs._report_html import write_html
 
         write_html(model, path)
     except AprofError as exc:

@@ -38,11 +38,11 @@ Theory of operation
 * **One report.** :func:`merge_report` writes the items' results as one asc-aprof JSON report
   that ``asc-aprof compare`` and ``asc-aprof summary`` read.
 
-**Tune.** :func:`ray_tune` / :func:`ray_tune_async` drive :func:`asc_aprof._tune.tune_plan` (the
+**Tune.** :func:`ray_tune` / :func:`ray_tune_async` drive :func:`asc_aprof._profilers._tune.tune_plan` (the
 race and the cache, written once for every driver) with the same actors: the configurations,
 ``run`` and ``flush`` are pickled to each actor once (``setup_tune``); each round's requests are
 dealt to the live nodes by NPU count (:func:`deal`) and each actor measures its share with
-:func:`asc_aprof._tune.measure_sync` on its NPUs (one thread per device, the devices sharing
+:func:`asc_aprof._profilers._tune.measure_sync` on its NPUs (one thread per device, the devices sharing
 one window per round), returning each candidate's samples and calibration, which the driver
 sends back with the candidate's next request wherever it runs. A node whose round fails (its actor died) turns
 that round's candidates on it into :class:`NodeLost` failures and gets no more rounds; when no
@@ -77,15 +77,14 @@ import ray
 import ray.exceptions
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ._async import SweepItem
-from ._bench import BenchConfig
-from ._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED, WARMUP_CALLS
-from ._drive import drive, drive_async
-from ._errors import AprofError, UsageError
-from ._records import ProfilingResult
-from ._report import report
-from ._stats import run_kernel_stats
-from ._tune import (
+from ._model._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED, WARMUP_CALLS
+from ._model._errors import AprofError, UsageError
+from ._model._records import ProfilingResult
+from ._outputs._json_report import report
+from ._plans._bench import BenchConfig
+from ._plans._stats import run_kernel_stats
+from ._profilers._async import SweepItem
+from ._profilers._tune import (
     FileIO,
     Measured,
     Outcome,
@@ -98,6 +97,7 @@ from ._tune import (
     probe_sync,
     tune_plan,
 )
+from ._runs._drive import drive, drive_async
 
 CaseT = TypeVar("CaseT")
 ConfigT = TypeVar("ConfigT")
@@ -179,7 +179,7 @@ class _NodeSweeper:
         simulate: bool,
         sweep_id: str = "",
     ) -> Iterator[list[tuple[int, SweepItem[Any]]]]:
-        from ._async import AsyncProfiler
+        from ._profilers._async import AsyncProfiler
 
         toolkit = None
         if simulate:
@@ -259,7 +259,7 @@ class _NodeSweeper:
         warmup: int,
         simulate: bool,
     ) -> None:
-        from ._profiler import Profiler
+        from ._profilers._sync import Profiler
 
         toolkit = None
         if simulate:

@@ -6,10 +6,10 @@ Format file, :func:`write_report` a self-contained HTML page (the ``report`` ext
 
 from __future__ import annotations
 
-from ._reporting import write_report
-from ._run import aread_columns, read_columns, read_timeline, sweep_timelines
-from ._timeline import TimedTask, Timeline
-from ._trace import write_trace
+from ._outputs._report_write import write_report
+from ._outputs._trace import write_trace
+from ._runs._run import aread_columns, read_columns, read_timeline, sweep_timelines
+from ._runs._timeline import TimedTask, Timeline
 
 __all__ = [
     "TimedTask",

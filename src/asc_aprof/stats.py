@@ -6,10 +6,17 @@ Every function takes results (:class:`~asc_aprof.ProfilingResult`) or columns
 
 from __future__ import annotations
 
-from ._columns import NO_ID, TaskColumns
-from ._counters import TaskCounters
-from ._stats import KernelChange, KernelStats, compare_runs, compare_tasks, kernel_stats, run_kernel_stats
-from ._verdict import VERDICT_RULE, Verdict, VerdictKind, bound_verdict
+from ._model._counters import TaskCounters
+from ._plans._columns import NO_ID, TaskColumns
+from ._plans._stats import (
+    KernelChange,
+    KernelStats,
+    compare_runs,
+    compare_tasks,
+    kernel_stats,
+    run_kernel_stats,
+)
+from ._plans._verdict import VERDICT_RULE, Verdict, VerdictKind, bound_verdict
 
 __all__ = [
     "NO_ID",

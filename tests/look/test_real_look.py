@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, Toolkit, read_timeline, write_report, write_trace
-from asc_aprof._layout import find_summary_csvs
-from asc_aprof._reader import iter_file_tasks
+from asc_aprof._cann._layout import find_summary_csvs
+from asc_aprof._runs._csv import iter_file_tasks
 
 from ..real.conftest import copy_run
 from ..reference import needs_real_runs

@@ -28,9 +28,9 @@ from asc_aprof import (
     sweep_timelines,
     write_report,
 )
-from asc_aprof._html import counters_block
-from asc_aprof._report_model import median_interval, thin
-from asc_aprof._reporting import model_of
+from asc_aprof._outputs._report_html import counters_block
+from asc_aprof._outputs._report_model import median_interval, thin
+from asc_aprof._outputs._report_write import model_of
 from asc_aprof.cli import main as cli_main
 
 from .test_trace import four_device_sweep

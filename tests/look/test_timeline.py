@@ -21,10 +21,10 @@ from asc_aprof import (
     sim,
     sweep_timelines,
 )
-from asc_aprof._layout import CsvFile, find_summary_csvs
-from asc_aprof._parser import ACCELERATED
-from asc_aprof._reader import RunReader, cell_ns, iter_file_tasks
-from asc_aprof._timeline import counter_columns
+from asc_aprof._cann._layout import CsvFile, find_summary_csvs
+from asc_aprof._plans._parser import ACCELERATED
+from asc_aprof._runs._csv import RunReader, cell_ns, iter_file_tasks
+from asc_aprof._runs._timeline import counter_columns
 
 HEADER = (
     "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import Profiler, Toolkit, sim
-from asc_aprof._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
+from asc_aprof._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
 
 from ..reference import REAL_MSPROF, REAL_RUNS, SKIP_REASON, real_run_names
 

@@ -61,7 +61,7 @@ def _no_toolkit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No CANN on this machine: discovery finds nothing (the raw reader needs none)."""
     for name in ("ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME", "ASC_APROF_SIMULATE", "ASC_APROF_TOOLKIT"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr("asc_aprof._run.discover_toolkit", _no_cann)
+    monkeypatch.setattr("asc_aprof._runs._run.discover_toolkit", _no_cann)
 
 
 def _no_cann() -> asc_aprof.Toolkit:
@@ -204,7 +204,7 @@ def test_a_fifo_fails_at_once_naming_it(run: Path, where: str) -> None:
         assert isinstance(failure, RunFileError), (name, failure)
         assert str(path) in str(failure) and "FIFO" in str(failure), name
     # listing the runs of a result path reads host/start_info too: it must not hang either
-    assert _fails_at_once(lambda: asc_aprof._layout.list_runs(run.parent)) is None
+    assert _fails_at_once(lambda: asc_aprof._cann._layout.list_runs(run.parent)) is None
 
 
 async def test_a_fifo_fails_at_once_for_async_readers(run: Path) -> None:

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, TaskCounters, Toolkit, aread_columns, read_columns
-from asc_aprof._raw import Declined, DeclineReason, RawReadDeclined, RawResult, read_export_rows, read_run
-from asc_aprof._raw._pmu import GROUP_EVENTS
+from asc_aprof._plans._raw import Declined, DeclineReason, RawReadDeclined, RawResult
+from asc_aprof._plans._raw._pmu import GROUP_EVENTS
+from asc_aprof._runs._raw_files import read_export_rows, read_run
 
 from ..reference import needs_real_runs, real_run_names
 from .test_raw_reader import fresh, swap_in_real_run

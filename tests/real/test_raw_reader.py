@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, UsageError, sim
-from asc_aprof._progress import ProgressEvent
-from asc_aprof._raw import Declined, DeclineReason, RawReadDeclined, RawResult, read_run, read_run_async
+from asc_aprof._model._progress import ProgressEvent
+from asc_aprof._plans._raw import Declined, DeclineReason, RawReadDeclined, RawResult
+from asc_aprof._runs._raw_files import read_run, read_run_async
 
 from ..reference import REAL_RUNS, needs_real_runs, real_run_names
 from .conftest import copy_run
@@ -328,7 +329,7 @@ async def test_async_profile_reads_the_stopped_run_natively(
 def test_msprof_reader_never_reads_raw_in_profile(
     toolkit: Toolkit, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from asc_aprof import _drive
+    from asc_aprof._runs import _drive
 
     calls: list[Path] = []
 

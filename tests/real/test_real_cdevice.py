@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
-from asc_aprof._raw import RawResult, _accel, read_export_rows, read_run
+from asc_aprof._plans._raw import RawResult, _accel
+from asc_aprof._runs._raw_files import read_export_rows, read_run
 
 from ..reference import REAL_RUNS, needs_real_runs, real_run_names
 from ..sim._support import Acl

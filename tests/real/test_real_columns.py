@@ -23,7 +23,7 @@ from asc_aprof import (
     read_columns,
     run_kernel_stats,
 )
-from asc_aprof._report import load_json_columns, report
+from asc_aprof._outputs._json_report import load_json_columns, report
 
 from ..reference import needs_real_runs, real_run_names
 
@@ -43,7 +43,7 @@ def test_columns_of_a_real_run_equal_its_result_and_stats(
 ) -> None:
     monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1" if pure else "0")
     if pure:  # the parser's default is read at import: choose it per parser instead
-        monkeypatch.setattr("asc_aprof._parser.ACCELERATED", False)
+        monkeypatch.setattr("asc_aprof._plans._parser.ACCELERATED", False)
     result_path, run_id = exported[name]
     result = Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id, counters=True)
     columns = read_columns(result_path / run_id, counters=True)

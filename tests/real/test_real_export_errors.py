@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import AsyncProfiler, ExportError, Profiler, Toolkit
-from asc_aprof._export import ERROR_LINES, WARNING_LINES
+from asc_aprof._cann._export import ERROR_LINES, WARNING_LINES
 
 from ..reference import needs_real_runs
 from .conftest import copy_run

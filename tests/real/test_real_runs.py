@@ -18,7 +18,7 @@ import numpy
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, task_time_median
-from asc_aprof._records import AICORE_TASK_TYPES
+from asc_aprof._model._records import AICORE_TASK_TYPES
 from asc_aprof.cli import main as cli_main
 
 from ..reference import REAL_RUNS, needs_real_runs, real_run_names

@@ -27,7 +27,8 @@ from typing import NamedTuple
 import pytest
 
 from asc_aprof import Profiler, Toolkit, sim
-from asc_aprof._raw import RawResult, read_run
+from asc_aprof._plans._raw import RawResult
+from asc_aprof._runs._raw_files import read_run
 
 from ..reference import needs_real_runs
 from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, prof_dirs

@@ -26,7 +26,8 @@ from typing import NamedTuple
 import pytest
 
 from asc_aprof import Profiler, Toolkit, sim
-from asc_aprof._raw import ExportRows, RawResult, read_export_rows, read_run
+from asc_aprof._plans._raw import ExportRows, RawResult
+from asc_aprof._runs._raw_files import read_export_rows, read_run
 from asc_aprof.sim import _pmu
 
 from ..reference import REAL_RUNS, needs_real_runs

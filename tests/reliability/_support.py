@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl
 
 from ..helpers import live_processes_with

@@ -20,7 +20,7 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, ExportError, ParseError, Profiler, ProfileRun, Toolkit, sim
-from asc_aprof._paths import default_result_root
+from asc_aprof._cann._paths import default_result_root
 from asc_aprof.sim import SimControl
 
 from ..helpers import HANG_MARKER, live_processes_with, wait_gone

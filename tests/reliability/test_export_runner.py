@@ -32,7 +32,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asc_aprof import ExportError, Toolkit
-from asc_aprof._export import (
+from asc_aprof._cann._export import (
     _GUARD,
     ERROR_LINES,
     WARNING_LINES,
@@ -44,7 +44,7 @@ from asc_aprof._export import (
     run_export,
     run_export_async,
 )
-from asc_aprof._layout import CsvFile
+from asc_aprof._cann._layout import CsvFile
 
 from ._support import child_pids, wait_until
 

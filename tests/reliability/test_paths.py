@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from asc_aprof import AsyncProfiler, CollectionTimeout, Profiler, Toolkit, UsageError, sim
-from asc_aprof._collector import get_collector
-from asc_aprof._paths import default_result_root
+from asc_aprof._cann._collector import get_collector
+from asc_aprof._cann._paths import default_result_root
 from asc_aprof.sim import SimControl
 
 from ._support import assert_nothing_left

@@ -37,7 +37,7 @@ import anyio
 import pytest
 
 from asc_aprof import AclError, AsyncProfiler, ExportError, Toolkit, sim
-from asc_aprof._paths import default_result_root
+from asc_aprof._cann._paths import default_result_root
 from asc_aprof.sim import SimControl
 
 from ._support import (

@@ -20,7 +20,7 @@ from asc_aprof import (
     UsageError,
     sim,
 )
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl
 
 

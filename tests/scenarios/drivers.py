@@ -31,8 +31,8 @@ from typing import Any, Final, Protocol, TypeVar
 import anyio
 
 from asc_aprof import AicoreMetrics, AsyncProfiler, Profiler, ProfileRun, ProfilingResult
-from asc_aprof._binding import ProfileTypes
-from asc_aprof._collector import Window
+from asc_aprof._cann._binding import ProfileTypes
+from asc_aprof._cann._collector import Window
 
 if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup

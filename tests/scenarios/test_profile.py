@@ -16,7 +16,7 @@ from asc_aprof import (
     sim,
     task_time_median,
 )
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl
 
 from .drivers import Driver, scenario

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import ExportError, Toolkit, UsageError, sim
-from asc_aprof._paths import default_result_root
+from asc_aprof._cann._paths import default_result_root
 from asc_aprof.sim import SimControl
 
 from ..helpers import HANG_MARKER, wait_gone

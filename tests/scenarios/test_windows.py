@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import ProfileRun, ProfilingTask, Toolkit, sim
-from asc_aprof._collector import get_collector
+from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl
 
 from .drivers import Driver, scenario

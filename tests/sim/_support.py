@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
-from asc_aprof._binding import _declare as declare_prototypes
+from asc_aprof._cann._binding import _declare as declare_prototypes
 
 TASK_TIME = 0x2
 AICORE_METRICS = 0x4

@@ -13,8 +13,8 @@ import pytest
 
 import asc_aprof
 from asc_aprof import sim
-from asc_aprof._errors import AprofError
-from asc_aprof._toolkit import Toolkit
+from asc_aprof._model._errors import AprofError
+from asc_aprof._model._toolkit import Toolkit
 from asc_aprof.sim import _build
 
 from ._support import (

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import sim
-from asc_aprof._raw import RawResult, read_run
+from asc_aprof._plans._raw import RawResult
+from asc_aprof._runs._raw_files import read_run
 
 from ._support import (
     AICORE_METRICS,

@@ -62,7 +62,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
+from .._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
 from . import _pmu
 from ._build import SimulatorBuildError, ensure_built
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from .._errors import AprofError
-from .._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
+from .._model._errors import AprofError
+from .._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
 from ._buildspec import C_SOURCE, CFLAGS, CompileFailure, compile_library, prebuilt_library
 
 MSPROF_SOURCE: Final = Path(__file__).with_name("msprof_sim.py")

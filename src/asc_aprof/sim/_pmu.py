@@ -36,8 +36,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from .._errors import UsageError
-from .._raw._pmu import BANDWIDTHS, CHIP_310B, CHIP_910B, CHIP_METRICS, EVENT_NAMES, collector_events
+from .._model._errors import UsageError
+from .._plans._raw._pmu import BANDWIDTHS, CHIP_310B, CHIP_910B, CHIP_METRICS, EVENT_NAMES, collector_events
 
 #: Groups each chip collects (the reader's table).
 _GROUPS: Final = {"910B": CHIP_METRICS[CHIP_910B], "310B": CHIP_METRICS[CHIP_310B]}

@@ -1,7 +1,7 @@
 """Simulated ``msprof.py`` for the asc-aprof simulated CANN toolkit (stdlib only).
 
 Reads the PROF_* directories written by the simulated ``libmsprofiler.so`` (CANN's raw formats)
-with asc-aprof's own raw reader (:func:`asc_aprof._raw.read_export_rows`) and writes CSVs laid out
+with asc-aprof's own raw reader (:func:`asc_aprof._plans._raw.read_export_rows`) and writes CSVs laid out
 like real msprof output: the op_summary and task_time cells the real exporter writes for the same
 raw data, PMU cells included (tests/real/test_sim_differential.py, every column). It
 is copied into the toolkit tree as ``msprof.py`` and run as a script; it imports asc_aprof from
@@ -86,7 +86,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 if TYPE_CHECKING:
-    from asc_aprof._raw import Declined, DeviceRows, ExportRows, RawTask
+    from asc_aprof._plans._raw import Declined, DeviceRows, ExportRows, RawTask
 
 # Exit codes of real msprof (ProfException).
 EXIT_OK = 0
@@ -375,7 +375,7 @@ def _collections(path: Path, nested: bool = False) -> Iterator[Collection]:
 
 
 def _raw_reader() -> Callable[[Path], ExportRows | Declined]:
-    """:func:`asc_aprof._raw.read_export_rows` with the PMU cells (``pmu=True``), imported from
+    """:func:`asc_aprof._plans._raw.read_export_rows` with the PMU cells (``pmu=True``), imported from
     where the toolkit was built from.
 
     The toolkit tree records that location in ``aprofsim_site.txt`` beside this script, so the
@@ -386,7 +386,7 @@ def _raw_reader() -> Callable[[Path], ExportRows | Declined]:
         entry = site.read_text(encoding="utf-8").strip()
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
-    from asc_aprof._raw import read_export_rows
+    from asc_aprof._runs._raw_files import read_export_rows
 
     return lambda path: read_export_rows(path, pmu=True)
 

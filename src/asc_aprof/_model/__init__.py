@@ -1,0 +1,1 @@
+"""Pure data and errors: records, enums, counters, the toolkit record, defaults."""

@@ -1,0 +1,1 @@
+"""What results become: JSON reports, the HTML report, Perfetto traces."""

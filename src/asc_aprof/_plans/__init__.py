@@ -1,0 +1,1 @@
+"""IO-free plans: the CSV parser, the raw decoders, bench, statistics, the verdict."""

@@ -1,0 +1,669 @@
+"""``bench()``: a measuring loop that cannot lie, written once as a sans-IO plan.
+
+Theory of operation
+-------------------
+A benchmark is a sequence of steps that :func:`plan` *yields* and a driver performs (blocking in
+:meth:`Profiler.bench <asc_aprof.Profiler.bench>`, awaiting in
+:meth:`AsyncProfiler.bench <asc_aprof.AsyncProfiler.bench>`), as the per-call protocol does:
+
+* :class:`WarmUp`: run the callable (after the flush, if any) outside any collection, for at
+  least a count of calls and at least a wall-clock time; nothing is recorded;
+* :class:`Measure`: one collection window (one ``profile()``) holding a batch of repetitions,
+  each ``flush(); fn()``; the outcome is the device's tasks in start order.
+
+Every decision lives here: how many repetitions go in the next window, whether the result is
+good enough to stop, and which kernel belongs to which call.
+
+**Attribution.** A call's time is the sum of the kernels it launched on the device. Kernels are
+tasks whose type is counted (default: the AI Core types and ``AI_CPU``; level-0 tasks of type
+``N/A`` only when asked). The first window holds **one call alone** and, with a flush, the
+second **one flush alone** (the *calibration*): their kernels, in start order, are the call's
+and the flush's *signatures* (names and types; the flush's may be empty). Every later window of
+*n* repetitions must then be exactly *n* copies of ``flush signature + call signature``.
+Anything else (a call that launched no kernel, a count that does not divide, a kernel out of
+place) raises :class:`AttributionError` saying what was seen: never a partial sum, never
+``inf``. So a flush's kernels never count, even when they share a name with the call's. With
+``kernels=`` per call the calibration is skipped and the check is weaker: each window's count
+must be a whole number of ``kernels`` (plus the flush's) per repetition, and every repetition
+must repeat the first one's names, the flush's part being what precedes the call's. The rule
+needs no marker API: CANN's ``MSPROFTX`` ranges would need another
+data type, another export and host-to-device time alignment that the simulator does not model;
+positions in the device's start order are what a single-stream call gives exactly. Calls that
+run kernels on several streams must synchronise before returning, so that consecutive calls do
+not interleave.
+
+**Stopping.** With ``reps=N`` the repetitions go in windows of ``batch`` (default: all in one).
+Otherwise repetitions are adaptive: after each window the median's interval (distribution-free,
+from order statistics: see :func:`asc_aprof._plans._stats.median_interval`) over every sample so far
+decides: stop when its width relative to the median is at most ``rel_width``, else plan the next
+window from how the width shrinks (as 1/sqrt(n)), bounded by ``max_reps`` and by ``max_time``
+(wall-clock seconds of the measuring windows, projected from the windows so far).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
+from typing import Any, Final
+
+from .._model._defaults import CONFIDENCE, MAX_REPS, MAX_TIME_S, MIN_REPS, REL_WIDTH, WARMUP_CALLS
+from .._model._errors import AprofError, InvalidArgumentError
+from .._model._records import AICORE_TASK_TYPES, ProfilingTask, numpy_round3
+from ._stats import median_interval, quantile, tukey_fences
+
+#: Task types whose time counts by default: AI Core / vector types and AI CPU kernels.
+DEFAULT_BENCH_TYPES: Final = frozenset(AICORE_TASK_TYPES | {"AI_CPU"})
+#: Repetitions per window when none is given (a window of a million tasks parses in seconds).
+DEFAULT_MAX_BATCH: Final = 10_000
+
+
+class AttributionError(AprofError):
+    """The kernels of a window cannot be attributed to the calls that launched them."""
+
+
+class StopReason(enum.Enum):
+    """Why :func:`plan` stopped measuring."""
+
+    REPS = "reps"  #: the fixed number of repetitions was measured
+    CONVERGED = "converged"  #: the interval's relative width reached the target
+    MAX_REPS = "max_reps"  #: adaptive, but the maximum count was reached first
+    MAX_TIME = "max_time"  #: adaptive, but the time budget would be exceeded by another window
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """How to measure (see :meth:`Profiler.bench <asc_aprof.Profiler.bench>` for each field)."""
+
+    warmup: int = WARMUP_CALLS
+    warmup_time: float | None = None
+    reps: int | None = None
+    rel_width: float = REL_WIDTH
+    min_reps: int = MIN_REPS
+    max_reps: int = MAX_REPS
+    max_time: float = MAX_TIME_S
+    batch: int | None = None
+    confidence: float = CONFIDENCE
+    kernels: int | None = None
+    task_types: frozenset[str] = DEFAULT_BENCH_TYPES
+    #: do_bench: repetitions = this many seconds of device time / one call's (from calibration)
+    rep_device_time: float | None = None
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise InvalidArgumentError(what)
+
+        need(self.warmup >= 0, f"warmup must be >= 0 calls, got warmup={self.warmup}")
+        need(
+            self.warmup_time is None or self.warmup_time >= 0,
+            f"warmup_time must be None or >= 0 seconds, got warmup_time={self.warmup_time}",
+        )
+        need(self.reps is None or self.reps >= 1, f"reps must be None or >= 1, got reps={self.reps}")
+        need(self.rel_width > 0, f"rel_width must be > 0 (e.g. 0.02 for 2%), got rel_width={self.rel_width}")
+        need(self.min_reps >= 1, f"min_reps must be >= 1, got min_reps={self.min_reps}")
+        need(
+            self.max_reps >= self.min_reps,
+            f"max_reps must be >= min_reps, got max_reps={self.max_reps}, min_reps={self.min_reps}",
+        )
+        need(self.max_time > 0, f"max_time must be > 0 seconds, got max_time={self.max_time}")
+        need(self.batch is None or self.batch >= 1, f"batch must be None or >= 1, got batch={self.batch}")
+        need(0 < self.confidence < 1, f"confidence must be in (0, 1), got confidence={self.confidence}")
+        need(
+            self.kernels is None or self.kernels >= 1,
+            f"kernels must be None or >= 1 per call, got kernels={self.kernels}",
+        )
+        need(bool(self.task_types), "task_types must name at least one task type")
+        need(
+            self.rep_device_time is None or self.rep_device_time > 0,
+            f"the repetition time must be > 0, got {self.rep_device_time}",
+        )
+
+
+def bench_config(
+    *,
+    warmup: int = WARMUP_CALLS,
+    warmup_time: float | None = None,
+    reps: int | None = None,
+    rel_width: float = REL_WIDTH,
+    min_reps: int = MIN_REPS,
+    max_reps: int = MAX_REPS,
+    max_time: float = MAX_TIME_S,
+    batch: int | None = None,
+    confidence: float = CONFIDENCE,
+    kernels: int | None = None,
+    task_types: Iterable[str] | None = None,
+) -> BenchConfig:
+    """A :class:`BenchConfig` from ``bench()``'s keywords (*task_types* None: the default set)."""
+    return BenchConfig(
+        warmup=warmup,
+        warmup_time=warmup_time,
+        reps=reps,
+        rel_width=rel_width,
+        min_reps=min_reps,
+        max_reps=max_reps,
+        max_time=max_time,
+        batch=batch,
+        confidence=confidence,
+        kernels=kernels,
+        task_types=DEFAULT_BENCH_TYPES if task_types is None else frozenset(task_types),
+    )
+
+
+# -- results --------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class KernelTime:
+    """One kernel's part of a call: its launches per call and their summed time per call (µs)."""
+
+    name: str
+    type: str
+    per_call: int
+    median_us: float
+    mean_us: float
+    min_us: float
+    max_us: float
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BenchResult:
+    """What :meth:`Profiler.bench <asc_aprof.Profiler.bench>` measured on one device (times in µs).
+
+    :ivar device: the device
+    :ivar median_us: median of the calls' times (a call's time: the sum of its kernels)
+    :ivar ci_low_us: lower end of the median's confidence interval (distribution-free, order
+        statistics)
+    :ivar ci_high_us: upper end
+    :ivar ci_level: the interval's exact coverage (at least the requested confidence, which is
+        ``confidence``, once there are enough samples: 6 at 95%)
+    :ivar confidence: the requested confidence
+    :ivar samples_us: every call's time, in the order the calls ran
+    :ivar outliers: indices into ``samples_us`` outside Tukey's fences (flagged, still counted)
+    :ivar kernels: the per-kernel breakdown of a call, in the call's launch order
+    :ivar flush_kernels: names of the flush's kernels (never counted)
+    :ivar warmup_calls: calls made before measuring
+    :ivar run_ids: the ``PROF_*`` runs measured (the calibration's first, when it ran)
+    :ivar stop: why measuring stopped
+    """
+
+    device: int
+    median_us: float
+    ci_low_us: float
+    ci_high_us: float
+    ci_level: float
+    confidence: float
+    samples_us: tuple[float, ...]
+    outliers: tuple[int, ...]
+    kernels: tuple[KernelTime, ...]
+    flush_kernels: tuple[str, ...]
+    warmup_calls: int
+    run_ids: tuple[str, ...]
+    stop: StopReason
+
+    @property
+    def count(self) -> int:
+        """How many calls were measured."""
+        return len(self.samples_us)
+
+    @property
+    def rel_width(self) -> float:
+        """The interval's width relative to the median."""
+        return _rel_width(self.ci_low_us, self.ci_high_us, self.median_us)
+
+    @property
+    def mean_us(self) -> float:
+        return numpy_round3(math.fsum(self.samples_us) / len(self.samples_us))
+
+    @property
+    def min_us(self) -> float:
+        return min(self.samples_us)
+
+    @property
+    def max_us(self) -> float:
+        return max(self.samples_us)
+
+    def quantile(self, q: float) -> float:
+        """The *q* quantile of the samples (linear interpolation, numpy's and torch's default)."""
+        if not 0.0 <= q <= 1.0:
+            raise InvalidArgumentError(f"quantile must be in [0, 1], got {q}")
+        return quantile(sorted(self.samples_us), q)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (``stop`` as its value, plus ``count`` and ``rel_width``)."""
+        data = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("kernels", "stop")
+        }
+        data.update(
+            samples_us=list(self.samples_us),
+            outliers=list(self.outliers),
+            flush_kernels=list(self.flush_kernels),
+            run_ids=list(self.run_ids),
+            kernels=[k.to_dict() for k in self.kernels],
+            stop=self.stop.value,
+            count=self.count,
+            rel_width=self.rel_width,
+        )
+        return data
+
+    def __repr__(self) -> str:
+        return (
+            f"BenchResult(device={self.device}, median_us={self.median_us}, "
+            f"ci=[{self.ci_low_us}, {self.ci_high_us}] ({self.ci_level:.1%}), count={self.count}, "
+            f"outliers={len(self.outliers)}, stop={self.stop.value})"
+        )
+
+
+def _rel_width(low: float, high: float, median: float) -> float:
+    width = high - low
+    if width <= 0:
+        return 0.0
+    return width / median if median > 0 else math.inf
+
+
+# -- steps ----------------------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True, slots=True)
+class WarmUp:
+    """Run ``flush(); fn()`` at least *calls* times and for at least *seconds*.
+
+    The outcome is ``(calls made, wall seconds they took)``.
+    """
+
+    calls: int
+    seconds: float | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Measure:
+    """One window of *reps* repetitions: ``flush()`` (if *flush*) then ``fn()`` (if *call*) each.
+
+    The outcome is a :class:`Window`.
+    """
+
+    reps: int
+    flush: bool
+    call: bool = True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Window:
+    """What a :class:`Measure` gave: the device's tasks in start order, its run, its wall time."""
+
+    tasks: Sequence[ProfilingTask]
+    run_id: str
+    seconds: float
+
+
+BenchStep = WarmUp | Measure
+Plan = Generator[BenchStep, Any, BenchResult]
+
+Signature = tuple[tuple[str, str], ...]
+
+
+def _signature(tasks: Sequence[ProfilingTask]) -> Signature:
+    return tuple((t.name, t.type) for t in tasks)
+
+
+def _describe(sig: Sequence[tuple[str, str]], limit: int = 6) -> str:
+    names = [name for name, _ in sig[:limit]]
+    more = f", ... ({len(sig)} in all)" if len(sig) > limit else ""
+    return "[" + ", ".join(names) + more + "]"
+
+
+def _uncounted(tasks: Sequence[ProfilingTask], types: Collection[str]) -> str:
+    other: dict[str, int] = {}
+    for t in tasks:
+        if t.type not in types:
+            other[t.type] = other.get(t.type, 0) + 1
+    if not other:
+        return ""
+    seen = ", ".join(f"{n} of type {ty}" for ty, n in sorted(other.items()))
+    return f"; tasks not counted (their type is not in task_types): {seen}"
+
+
+def one_call(
+    tasks: Sequence[ProfilingTask], *, device: int, run_id: str, types: Collection[str]
+) -> Sequence[ProfilingTask]:
+    """The kernels of a window holding one call of unknown size: every task of *types* (checked
+    as :func:`attribute` checks a call)."""
+    calls, _ = attribute(
+        tasks,
+        1,
+        device=device,
+        run_id=run_id,
+        types=types,
+        call=None,
+        kernels=len([t for t in tasks if t.type in types]),
+        flush=False,
+        flush_sig=None,
+    )
+    return calls[0]
+
+
+def attribute(
+    tasks: Sequence[ProfilingTask],
+    reps: int,
+    *,
+    device: int,
+    run_id: str,
+    types: Collection[str],
+    call: Signature | None,
+    kernels: int,
+    flush: bool,
+    flush_sig: Signature | None,
+) -> tuple[list[Sequence[ProfilingTask]], Signature]:
+    """Split a window's tasks into its *reps* calls (see the module docstring for the rule).
+
+    :param call: the calibrated call signature (None: only *kernels* per call is known, and
+        every repetition must repeat the first one's names)
+    :param flush_sig: the flush signature learned from an earlier window (None: learn it here)
+    :return: each call's kernels, and the flush signature (empty without a flush)
+    :raises AttributionError: when the window is not exactly *reps* repetitions of the pattern
+    """
+    counted = [t for t in tasks if t.type in types]
+    where = f"device {device}, run {run_id}"
+    if not counted:
+        raise AttributionError(
+            f"cannot attribute kernels to calls ({where}): {reps} call(s) launched no kernel that "
+            f"counts on this device{_uncounted(tasks, types)}. The callable must launch its kernels "
+            "on the device being measured"
+        )
+    total = len(counted)
+    if total % reps:
+        expected = f"{kernels} per call" + (" plus the flush's" if flush else "")
+        raise AttributionError(
+            f"cannot attribute kernels to calls ({where}): {total} kernels for {reps} repetitions "
+            f"is not a whole number per repetition (expected {expected}); some call launched a "
+            "different number of kernels"
+        )
+    per_rep = total // reps
+    n_flush = per_rep - kernels
+    expected_flush = 0 if not flush else None if flush_sig is None else len(flush_sig)
+    if n_flush < 0 or (expected_flush is not None and n_flush != expected_flush):
+        alone = f"each call launched {kernels}" + (f" {_describe(call)}" if call is not None else "")
+        if flush and flush_sig is not None:
+            alone += f" and the flush {len(flush_sig)} {_describe(flush_sig)}"
+        raise AttributionError(
+            f"cannot attribute kernels to calls ({where}): {per_rep} kernel(s) per repetition where "
+            f"{alone} when measured alone; the number of kernels a call launches must not change"
+        )
+    first = _signature(counted[:per_rep])
+    learned_flush = first[:n_flush]
+    if flush_sig is not None and learned_flush != flush_sig:
+        raise AttributionError(
+            f"cannot attribute kernels to calls ({where}): the flush launched {_describe(learned_flush)} "
+            f"where it launched {_describe(flush_sig)} before"
+        )
+    pattern = learned_flush + (call if call is not None else first[n_flush:])
+    calls: list[Sequence[ProfilingTask]] = []
+    for rep in range(reps):
+        chunk = counted[rep * per_rep : (rep + 1) * per_rep]
+        sig = _signature(chunk)
+        if sig != pattern:
+            position = next(i for i, (a, b) in enumerate(zip(sig, pattern, strict=True)) if a != b)
+            part = "flush" if position < n_flush else "call"
+            raise AttributionError(
+                f"cannot attribute kernels to calls ({where}): repetition {rep} has {sig[position][0]!r} "
+                f"({sig[position][1]}) at position {position} where the {part} launched "
+                f"{pattern[position][0]!r} ({pattern[position][1]}); expected every repetition to be "
+                f"{_describe(pattern)}"
+            )
+        calls.append(chunk[n_flush:])
+    return calls, learned_flush
+
+
+# -- the plan -------------------------------------------------------------------------------------------
+class _Clock:
+    """Wall time of the measuring windows and a linear model of a window's cost (a + b * reps).
+
+    With one window only, the cost per repetition is the warm-up's wall time per call (when
+    there was a warm-up), the rest of that window's time its fixed cost.
+    """
+
+    __slots__ = ("per_call", "points", "spent")
+
+    def __init__(self, per_call: float | None) -> None:
+        self.spent = 0.0
+        self.per_call = per_call
+        self.points: list[tuple[int, float]] = []
+
+    def add(self, reps: int, seconds: float) -> None:
+        self.spent += seconds
+        self.points.append((reps, seconds))
+
+    def cost(self, reps: int) -> float:
+        """Projected seconds of a window of *reps* (least squares; one point: all per repetition)."""
+        xs = [float(r) for r, _ in self.points]
+        ys = [s for _, s in self.points]
+        mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+        sxx = sum((x - mean_x) ** 2 for x in xs)
+        if sxx == 0:
+            if self.per_call is None:
+                return mean_y / mean_x * reps
+            return max(0.0, mean_y - self.per_call * mean_x) + self.per_call * reps
+        slope = max(0.0, sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sxx)
+        intercept = max(0.0, mean_y - slope * mean_x)
+        return intercept + slope * reps
+
+
+def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
+    """The benchmark of one callable on *device*, as steps (see the module docstring)."""
+    warmed, warm_seconds = yield WarmUp(config.warmup, config.warmup_time)
+    types = config.task_types
+    run_ids: list[str] = []
+    clock = _Clock(warm_seconds / warmed if warmed else None)
+    call: Signature | None = None
+    kernels = config.kernels
+    call_time: float | None = None
+    if kernels is None:
+        window: Window = yield Measure(1, False)
+        run_ids.append(window.run_id)
+        clock.add(1, window.seconds)
+        calibration = one_call(window.tasks, device=device, run_id=window.run_id, types=types)
+        call = _signature(calibration)
+        kernels = len(call)
+        call_time = math.fsum(t.duration for t in calibration)
+    flush_sig: Signature | None = None
+    if flush and config.kernels is None:
+        window = yield Measure(1, True, call=False)
+        run_ids.append(window.run_id)
+        clock.add(1, window.seconds)
+        flush_sig = _signature([t for t in window.tasks if t.type in types])  # may be empty
+
+    target = config.reps
+    if config.rep_device_time is not None and call_time:
+        target = min(config.max_reps, max(1, round(config.rep_device_time * 1e6 / call_time)))
+    adaptive = target is None
+    max_batch = config.batch or DEFAULT_MAX_BATCH
+    calls: list[Sequence[ProfilingTask]] = []
+    stop = StopReason.REPS
+
+    while True:
+        done = len(calls)
+        if not adaptive:
+            assert target is not None
+            if done >= target:
+                stop = StopReason.REPS
+                break
+            reps = min(max_batch, target - done)
+        else:
+            verdict, reps = _next_batch(config, calls, clock, max_batch)
+            if verdict is not None:
+                stop = verdict
+                break
+        window = yield Measure(reps, flush)
+        run_ids.append(window.run_id)
+        clock.add(reps, window.seconds)
+        got, flush_sig = attribute(
+            window.tasks,
+            reps,
+            device=device,
+            run_id=window.run_id,
+            types=types,
+            call=call,
+            kernels=kernels,
+            flush=flush,
+            flush_sig=flush_sig,
+        )
+        if call is None:
+            call = _signature(got[0])
+        calls.extend(got)
+    assert call is not None
+    return _result(config, device, calls, call, flush_sig or (), warmed, run_ids, stop)
+
+
+def _next_batch(
+    config: BenchConfig, calls: Sequence[Sequence[ProfilingTask]], clock: _Clock, max_batch: int
+) -> tuple[StopReason | None, int]:
+    """Adaptive: stop (with the reason) or the size of the next window."""
+    done = len(calls)
+    if done >= config.max_reps:
+        return StopReason.MAX_REPS, 0
+    if done < config.min_reps:
+        wanted = config.min_reps - done
+    else:
+        values = sorted(_call_times(calls))
+        low, high, _ = median_interval(values, config.confidence)
+        width = _rel_width(low, high, quantile(values, 0.5))
+        if width <= config.rel_width:
+            return StopReason.CONVERGED, 0
+        # The width shrinks as 1/sqrt(n): aim a little past the projection, at most 4x what we have.
+        needed = math.ceil(done * (width / config.rel_width) ** 2 * 1.2) if math.isfinite(width) else 4 * done
+        wanted = min(max(needed - done, max(1, done // 2)), 3 * done)
+    reps = min(wanted, config.max_reps - done, max_batch)
+    if clock.points:
+        left = config.max_time - clock.spent
+        while reps > 1 and clock.cost(reps) > left:
+            reps //= 2
+        if clock.cost(reps) > left:
+            return StopReason.MAX_TIME, 0
+    return None, reps
+
+
+def _call_times(calls: Iterable[Sequence[ProfilingTask]]) -> list[float]:
+    return [numpy_round3(math.fsum(t.duration for t in call)) for call in calls]
+
+
+def _result(
+    config: BenchConfig,
+    device: int,
+    calls: Sequence[Sequence[ProfilingTask]],
+    call: Signature,
+    flush_sig: Signature,
+    warmed: int,
+    run_ids: Sequence[str],
+    stop: StopReason,
+) -> BenchResult:
+    samples = _call_times(calls)
+    ordered = sorted(samples)
+    low, high, level = median_interval(ordered, config.confidence)
+    fences = tukey_fences(ordered)
+    outliers = (
+        () if fences is None else tuple(i for i, v in enumerate(samples) if v < fences[0] or v > fences[1])
+    )
+    return BenchResult(
+        device=device,
+        median_us=numpy_round3(quantile(ordered, 0.5)),
+        ci_low_us=low,
+        ci_high_us=high,
+        ci_level=level,
+        confidence=config.confidence,
+        samples_us=tuple(samples),
+        outliers=outliers,
+        kernels=_breakdown(calls, call),
+        flush_kernels=tuple(name for name, _ in flush_sig),
+        warmup_calls=warmed,
+        run_ids=tuple(run_ids),
+        stop=stop,
+    )
+
+
+def _breakdown(calls: Sequence[Sequence[ProfilingTask]], call: Signature) -> tuple[KernelTime, ...]:
+    keys = list(dict.fromkeys(call))
+    per_call = {key: call.count(key) for key in keys}
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in keys}
+    for tasks in calls:
+        sums = dict.fromkeys(keys, 0.0)
+        for t in tasks:
+            sums[(t.name, t.type)] += t.duration
+        for key, value in sums.items():
+            times[key].append(numpy_round3(value))
+    out = []
+    for key in keys:
+        values = sorted(times[key])
+        out.append(
+            KernelTime(
+                name=key[0],
+                type=key[1],
+                per_call=per_call[key],
+                median_us=numpy_round3(quantile(values, 0.5)),
+                mean_us=numpy_round3(math.fsum(values) / len(values)),
+                min_us=values[0],
+                max_us=values[-1],
+            )
+        )
+    return tuple(out)
+
+
+# -- triton's do_bench -----------------------------------------------------------------------------------
+RETURN_MODES: Final = ("min", "max", "mean", "median", "all")
+
+
+def check_do_bench(return_mode: str, quantiles: Sequence[float] | None) -> None:
+    if return_mode not in RETURN_MODES:
+        raise InvalidArgumentError(f"return_mode must be one of {RETURN_MODES}, got {return_mode!r}")
+    if quantiles is not None and not all(0.0 <= q <= 1.0 for q in quantiles):
+        raise InvalidArgumentError(f"quantiles must be in [0, 1], got {list(quantiles)}")
+
+
+def do_bench_config(warmup: float, rep: float) -> BenchConfig:
+    """triton's semantics: *warmup* ms of warm-up (wall clock), *rep* ms of device time of calls."""
+    if not warmup >= 0 or not rep > 0:
+        raise InvalidArgumentError(f"warmup must be >= 0 ms and rep > 0 ms, got warmup={warmup}, rep={rep}")
+    return BenchConfig(
+        warmup=1,
+        warmup_time=warmup / 1000.0,
+        max_reps=100_000,
+        max_time=math.inf,
+        rep_device_time=rep / 1000.0,
+    )
+
+
+def do_bench_value(
+    result: BenchResult, quantiles: Sequence[float] | None, return_mode: str
+) -> float | list[float]:
+    """What triton's ``do_bench`` returns, in milliseconds."""
+    ms = [s / 1000.0 for s in result.samples_us]
+    ordered = sorted(ms)
+    if quantiles is not None:
+        values = [quantile(ordered, q) for q in quantiles]
+        return values[0] if len(values) == 1 else values
+    if return_mode == "all":
+        return ms
+    if return_mode == "min":
+        return ordered[0]
+    if return_mode == "max":
+        return ordered[-1]
+    if return_mode == "median":
+        return quantile(ordered, 0.5)
+    return math.fsum(ms) / len(ms)
+
+
+def with_grads(
+    flush: Callable[[], object] | None, grads: Sequence[Any] | None
+) -> Callable[[], object] | None:
+    """*flush* preceded by setting ``.grad = None`` on each of *grads* (triton's ``grad_to_none``)."""
+    if not grads:
+        return flush
+
+    def reset() -> None:
+        for tensor in grads:
+            tensor.grad = None
+        if flush is not None:
+            flush()
+
+    return reset

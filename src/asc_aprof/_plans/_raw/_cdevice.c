@@ -1,0 +1,1601 @@
+/* asc_aprof._plans._raw._cdevice: the device side of the raw reader's hot loops in C (an optional
+ * accelerator for asc_aprof._plans._raw._run, whose pure-Python code is the reference).
+ *
+ * paired_stars() pairs the stars_soc start and end records, read in place from the file's bytes,
+ * into device tasks (paired_tasks() the same from decoded columns); of_device() and ge_index()
+ * pick a device's host and GE tasks; top_down() joins device and host tasks; op_summary() joins
+ * those with the GE tasks and prints, filters and builds the op_summary rows; printed_all() and
+ * round3() are the printing and rounding they share with task_time; public_tasks() makes the
+ * result's ProfilingTask records.
+ *
+ * The contract with _run.py: every result is the pure code's, object for object equal (the
+ * same floats from the same IEEE operations, no contraction into fused multiply-adds; the
+ * same integers and strings). Where this code cannot give that result cheaply or exactly
+ * (a value outside its integer ranges, a tie, a duplicate id, anything the pure code declines)
+ * it returns None and the caller runs the pure code, which then also raises the decline with
+ * its own reason and message. Single values it cannot print or round exactly in integers
+ * (printed starts of the Decimal path, durations out of range) are handed to a Python callable
+ * or to float.__round__.
+ *
+ * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
+ */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../_record_new.h"
+
+#include <float.h>
+
+/* Floating-point expressions must round to double after every operation, as Python's do: no
+ * wider evaluation (x87), no fused multiply-adds. Where the compiler evaluates wider, the
+ * extension is not built (it is optional) and the pure code runs. */
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "asc_aprof._plans._raw._cdevice needs double expressions evaluated in double (FLT_EVAL_METHOD 0)"
+#endif
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#define MAX_PLACES 17 /* decimals of repr(ns) handled in integers (10**17 fits in 63 bits) */
+
+static const uint64_t TEN[20] = {
+    1ULL,
+    10ULL,
+    100ULL,
+    1000ULL,
+    10000ULL,
+    100000ULL,
+    1000000ULL,
+    10000000ULL,
+    100000000ULL,
+    1000000000ULL,
+    10000000000ULL,
+    100000000000ULL,
+    1000000000000ULL,
+    10000000000000ULL,
+    100000000000000ULL,
+    1000000000000000ULL,
+    10000000000000000ULL,
+    100000000000000000ULL,
+    1000000000000000000ULL,
+    10000000000000000000ULL,
+};
+
+/* -- record building ----------------------------------------------------------------------- */
+
+/* Whether a record holding *items* can be left out of the cyclic GC: it holds only atoms or
+ * tuples that are themselves untracked, so it can never be part of a reference cycle. */
+static int
+atomic_items(PyObject **items, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *item = items[j];
+        if (item == Py_None || PyLong_CheckExact(item) || PyFloat_CheckExact(item)
+            || PyUnicode_CheckExact(item)) {
+            continue;
+        }
+        if (PyTuple_Check(item) && !PyObject_GC_IsTracked(item)) {
+            continue;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* A new record of class *cls* (a tuple subclass without __dict__) from *n* new references,
+ * which it steals (also on failure; a NULL item means its creation failed). Built as
+ * _record_new.h says, so that it hashes as the pure code's records do. */
+static PyObject *
+make_record(PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (items[j] == NULL) {
+            for (Py_ssize_t k = 0; k < n; k++) {
+                Py_XDECREF(items[k]);
+            }
+            return NULL;
+        }
+    }
+    int untrack = atomic_items(items, n);
+    PyObject *record = record_new((PyTypeObject *)cls, alloc, items, n);
+    if (record != NULL && untrack) {
+        PyObject_GC_UnTrack(record);
+    }
+    return record;
+}
+
+/* The tp_alloc of a record class, after checking that it is a tuple subclass without __dict__. */
+static allocfunc
+record_alloc(PyObject *cls, const char *what)
+{
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple subclass", what);
+        return NULL;
+    }
+    PyObject *offset = PyObject_GetAttrString(cls, "__dictoffset__");
+    if (offset == NULL) {
+        return NULL;
+    }
+    Py_ssize_t dictoffset = PyLong_AsSsize_t(offset);
+    Py_DECREF(offset);
+    if (dictoffset == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (dictoffset != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must not have a __dict__", what);
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
+    if (alloc == NULL && !PyErr_Occurred()) {
+        PyErr_Format(PyExc_TypeError, "%s has no tp_alloc", what);
+    }
+    return alloc;
+}
+
+static PyObject *
+new_ref(PyObject *obj)
+{
+    Py_INCREF(obj);
+    return obj;
+}
+
+/* -- sorting --------------------------------------------------------------------------------- */
+
+typedef struct {
+    double key;
+    Py_ssize_t index; /* ties keep index order: a stable sort */
+} Keyed;
+
+static int
+keyed_cmp(const void *pa, const void *pb)
+{
+    const Keyed *a = pa, *b = pb;
+    if (a->key < b->key) {
+        return -1;
+    }
+    if (a->key > b->key) {
+        return 1;
+    }
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+/* A stable sort by key (no NaN keys): the records come mostly in time order, so first a check. */
+static void
+stable_sort(Keyed *items, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 1; i < n; i++) {
+        if (keyed_cmp(&items[i - 1], &items[i]) > 0) {
+            qsort(items, (size_t)n, sizeof(Keyed), keyed_cmp);
+            return;
+        }
+    }
+}
+
+/* -- round(x, 3) ------------------------------------------------------------------------------ */
+
+/* round(x, 3) of a finite x >= 0, exactly as Python rounds (the exact binary value rounded half
+ * even to 3 decimals, then the nearest double): x = mant * 2**e, so x * 1000 = mant * 125 * 2**e
+ * is an integer of at most 60 bits shifted, rounded here in integers; the result q / 1000 is
+ * one correctly rounded division of exact doubles. Returns 0 where that does not apply (the
+ * caller asks Python). */
+static int
+round3_fast(double x, double *out)
+{
+    if (!(x >= 0.0) || !isfinite(x)) {
+        return 0;
+    }
+    if (x == 0.0) {
+        if (signbit(x)) {
+            return 0;
+        }
+        *out = 0.0;
+        return 1;
+    }
+    int e;
+    double m = frexp(x, &e); /* x = m * 2**e, 0.5 <= m < 1 */
+    uint64_t mant = (uint64_t)ldexp(m, 53);
+    int shift = e - 53 + 3; /* x * 1000 = mant * 125 * 2**shift */
+    uint64_t n = mant * 125U; /* < 2**60 */
+    uint64_t q;
+    if (shift >= 0) {
+        if (shift > 3 || (n << shift) >> shift != n) {
+            return 0;
+        }
+        q = n << shift;
+    }
+    else if (-shift > 61) {
+        q = 0; /* below 2**-1 */
+    }
+    else {
+        int s = -shift;
+        q = n >> s;
+        uint64_t rest = n & ((1ULL << s) - 1), half = 1ULL << (s - 1);
+        if (rest > half || (rest == half && (q & 1))) {
+            q++;
+        }
+    }
+    if (q >= (1ULL << 53)) {
+        return 0;
+    }
+    *out = (double)q / 1000.0;
+    return 1;
+}
+
+/* A new float: round(x, 3), through float.__round__ where the integers do not reach. */
+static PyObject *
+round3_obj(double x)
+{
+    double r;
+    if (round3_fast(x, &r)) {
+        return PyFloat_FromDouble(r);
+    }
+    PyObject *value = PyFloat_FromDouble(x);
+    if (value == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_CallMethod(value, "__round__", "i", 3);
+    Py_DECREF(value);
+    return result;
+}
+
+PyDoc_STRVAR(round3_doc,
+"round3(x, /)\n--\n\n"
+"round(x, 3) of the float x (integer arithmetic where exact, else float.__round__).");
+
+static PyObject *
+round3(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    double x = PyFloat_AsDouble(arg);
+    if (x == -1.0 && PyErr_Occurred()) {
+        return NULL;
+    }
+    return round3_obj(x);
+}
+
+/* -- printed starts ----------------------------------------------------------------------------- */
+
+/* DeviceClock.printed_all's integer arithmetic, per number of decimals in repr(ns): the start's
+ * ns as integer is a + (digits + b1) // 10**places (rounded half even on the rest, with b0
+ * against factor for the digits below), valid while below limit (the Decimal context's 28
+ * digits). See DeviceClock._c_terms for how they are derived. */
+typedef struct {
+    int ok;
+    int64_t a;
+    uint64_t b1, b0, factor, limit;
+} Term;
+
+typedef struct {
+    Term terms[MAX_PLACES + 1];
+    int has_bounds; /* kept_ns's shortcut: lo <= whole < hi and whole >= begin */
+    /* the offset as whole ns (it has at most 3 decimals, in repr), and its decimals; -1: not */
+    int64_t offset_ns;
+    int offset_places;
+    int64_t lo, hi, begin;
+    PyObject *slow; /* (ns, text) -> (text or None, ns as int): the pure code for one value */
+    PyObject *kept; /* (start_ns, text or None, duration) -> bool: DeviceClock.kept_ns */
+} Printer;
+
+static int
+u64_item(PyObject *tuple, Py_ssize_t i, uint64_t *out)
+{
+    PyObject *item = PyTuple_GetItem(tuple, i);
+    if (item == NULL) {
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLongLong(item);
+    if (*out == (uint64_t)-1 && PyErr_Occurred()) {
+        return -1;
+    }
+    return 0;
+}
+
+/* printer = (terms, bounds, slow, kept): terms a tuple of MAX_PLACES + 1 entries, each None or
+ * (a, b1, b0, factor, limit); bounds None or (lo, hi, begin). */
+static int
+printer_init(Printer *p, PyObject *printer)
+{
+    memset(p, 0, sizeof *p);
+    if (!PyTuple_Check(printer) || PyTuple_Size(printer) != 5) {
+        PyErr_SetString(PyExc_TypeError, "printer must be a 5-tuple");
+        return -1;
+    }
+    PyObject *terms = PyTuple_GetItem(printer, 0), *bounds = PyTuple_GetItem(printer, 1);
+    p->slow = PyTuple_GetItem(printer, 2);
+    p->kept = PyTuple_GetItem(printer, 3);
+    PyObject *whole = PyTuple_GetItem(printer, 4);
+    p->offset_ns = -1;
+    if (whole != Py_None) {
+        if (!PyTuple_Check(whole) || PyTuple_Size(whole) != 2) {
+            PyErr_SetString(PyExc_TypeError, "printer offset must be None or (ns, places)");
+            return -1;
+        }
+        p->offset_ns = PyLong_AsLongLong(PyTuple_GetItem(whole, 0));
+        p->offset_places = (int)PyLong_AsLong(PyTuple_GetItem(whole, 1));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        if (p->offset_ns < 0 || p->offset_ns >= ((int64_t)1 << 62) || p->offset_places < 0
+            || p->offset_places > 3) {
+            p->offset_ns = -1;
+        }
+    }
+    if (!PyTuple_Check(terms) || PyTuple_Size(terms) != MAX_PLACES + 1) {
+        PyErr_SetString(PyExc_TypeError, "printer terms must be a tuple of MAX_PLACES + 1");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i <= MAX_PLACES; i++) {
+        PyObject *t = PyTuple_GetItem(terms, i);
+        if (t == Py_None) {
+            continue;
+        }
+        Term *term = &p->terms[i];
+        if (PyTuple_Check(t) && PyTuple_Size(t) == 5) {
+            term->a = PyLong_AsLongLong(PyTuple_GetItem(t, 0));
+            if (term->a == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        if (!PyTuple_Check(t) || PyTuple_Size(t) != 5 || u64_item(t, 1, &term->b1) < 0 || u64_item(t, 2, &term->b0) < 0
+            || u64_item(t, 3, &term->factor) < 0 || u64_item(t, 4, &term->limit) < 0) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "printer term must be a 5-tuple of ints");
+            }
+            return -1;
+        }
+        /* the ranges the arithmetic below relies on */
+        if (term->a < ((int64_t)1 << 62) && term->a > -((int64_t)1 << 62) && term->b1 < TEN[i] && term->factor > 0 && term->factor < (1ULL << 62)
+            && term->b0 < term->factor) {
+            term->ok = 1;
+        }
+    }
+    if (bounds != Py_None) {
+        if (!PyTuple_Check(bounds) || PyTuple_Size(bounds) != 3) {
+            PyErr_SetString(PyExc_TypeError, "printer bounds must be None or a 3-tuple");
+            return -1;
+        }
+        p->lo = PyLong_AsLongLong(PyTuple_GetItem(bounds, 0));
+        p->hi = PyLong_AsLongLong(PyTuple_GetItem(bounds, 1));
+        p->begin = PyLong_AsLongLong(PyTuple_GetItem(bounds, 2));
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+        p->has_bounds = 1;
+    }
+    if (!PyCallable_Check(p->slow) || !PyCallable_Check(p->kept)) {
+        PyErr_SetString(PyExc_TypeError, "printer needs two callables");
+        return -1;
+    }
+    return 0;
+}
+
+/* The printed start of ns as integer ns, in integers: 1, or 0 where the pure code must (a
+ * subset of where its own integer path applies, with the same result). */
+static int
+printed_fast(const Printer *p, double ns, uint64_t *out)
+{
+    char *text = PyOS_double_to_string(ns, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (text == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    uint64_t digits = 0;
+    int places = -1, count = 0, ok = 1;
+    const char *c = text;
+    int negative = *c == '-';
+    for (c += negative; *c; c++) {
+        if (*c == '.') {
+            places = 0;
+            continue;
+        }
+        if (*c < '0' || *c > '9' || ++count > 18) { /* an exponent, or too many digits */
+            ok = 0;
+            break;
+        }
+        digits = digits * 10 + (uint64_t)(*c - '0');
+        if (places >= 0) {
+            places++;
+        }
+    }
+    PyMem_Free(text);
+    if (!ok || places < 0 || places > MAX_PLACES || !p->terms[places].ok) {
+        return 0;
+    }
+    const Term *t = &p->terms[places];
+    /* |digits + b1| < 10**18 + 10**17; floor division and modulo, as Python's divmod */
+    int64_t scaled = (negative ? -(int64_t)digits : (int64_t)digits) + (int64_t)t->b1;
+    int64_t unit = (int64_t)TEN[places], whole = scaled / unit, rest = scaled % unit;
+    if (rest < 0) {
+        rest += unit;
+        whole--;
+    }
+    int64_t sum = t->a + whole;
+    if (sum < 999) {
+        return 0; /* below 1 us even rounded up (or a sum <= 0) */
+    }
+    uint64_t q = (uint64_t)sum;
+    if (q >= t->limit) {
+        return 0; /* the sum reaches the Decimal context's 28 digits */
+    }
+    int64_t d = 2 * rest - unit;
+    int up = 0;
+    if (d >= 1 || (d == 0 && t->b0 > 0) || (d == -1 && 2 * t->b0 > t->factor)) {
+        up = 1;
+    }
+    else if ((d == 0 && t->b0 == 0) || (d == -1 && 2 * t->b0 == t->factor)) {
+        up = (int)(q & 1); /* a tie: half even */
+    }
+    q += (uint64_t)up;
+    if (q < 1000) {
+        return 0;
+    }
+    *out = q;
+    return 1;
+}
+
+/* printed_fast without repr(ns), where the offset is whole ns: the printed ns is
+ * round_half_even(D + offset) for the digits D of repr(ns), which lie within half a unit in the
+ * last place of ns. With ns = m / 2**k, unless ns is exactly halfway between two integers (then
+ * this gives up), every such D rounds as ns does. Taken only where printed_fast's conditions are
+ * sure to hold: ns from 1 to 1e15 (repr has no exponent), and a sum below 10**28 for any number of
+ * decimals repr can print (17 digits in all). */
+static int
+printed_shortcut(const Printer *p, double ns, uint64_t *out)
+{
+    if (p->offset_ns < 0 || !(ns >= 1.0 && ns < 1e15)) {
+        return 0;
+    }
+    int e;
+    double m = frexp(ns, &e); /* ns = m * 2**e, 0.5 <= m < 1, 1 <= e <= 50 */
+    uint64_t mant = (uint64_t)ldexp(m, 53);
+    int k = 53 - e; /* ns = mant / 2**k, 3 <= k <= 52 */
+    uint64_t whole = mant >> k, rest = mant & ((1ULL << k) - 1), half = 1ULL << (k - 1);
+    if (rest == half) {
+        return 0;
+    }
+    uint64_t q = (uint64_t)p->offset_ns + whole + (rest > half);
+    if (q < 1000) {
+        return 0;
+    }
+    int digits = 1; /* of whole */
+    for (uint64_t w = whole; w >= 10; w /= 10) {
+        digits++;
+    }
+    /* repr's decimals are at most 17 - its integer digits (whole's, or one less) */
+    int places = 18 - digits > 1 ? 18 - digits : 1;
+    int scale = places + 3;
+    if (p->offset_places > scale) {
+        scale = p->offset_places;
+    }
+    if (scale < 4) {
+        scale = 4;
+    }
+    /* the sum is (D + offset) ns over 10**(scale - 3) units, below (q + 1) * 10**(scale - 3) */
+    if (31 - scale > 19 ? 0 : q + 1 >= TEN[31 - scale]) {
+        return 0;
+    }
+    *out = q;
+    return 1;
+}
+
+static PyObject *
+ns_text(uint64_t q)
+{
+    char buf[32];
+    snprintf(buf, sizeof buf, "%llu.%03llu", (unsigned long long)(q / 1000), (unsigned long long)(q % 1000));
+    return PyUnicode_FromString(buf);
+}
+
+/* The printed start of the float *start*: sets *text* (a new str, or None where it is
+ * ns_text(*value) and want_text is false) and *value* (a new int), as the pure code does. -1
+ * on error. */
+static int
+printed_one(const Printer *p, PyObject *start, int want_text, PyObject **text, PyObject **value)
+{
+    double ns = PyFloat_AsDouble(start);
+    if (ns == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    uint64_t q;
+    if (printed_shortcut(p, ns, &q) || printed_fast(p, ns, &q)) {
+        *value = PyLong_FromUnsignedLongLong(q);
+        *text = want_text ? ns_text(q) : new_ref(Py_None);
+        if (*value == NULL || *text == NULL) {
+            Py_XDECREF(*value);
+            Py_XDECREF(*text);
+            return -1;
+        }
+        return 0;
+    }
+    PyObject *pair = PyObject_CallFunctionObjArgs(p->slow, start, want_text ? Py_True : Py_False, NULL);
+    if (pair == NULL) {
+        return -1;
+    }
+    if (!PyTuple_Check(pair) || PyTuple_Size(pair) != 2) {
+        Py_DECREF(pair);
+        PyErr_SetString(PyExc_TypeError, "the slow printer must return (text, ns)");
+        return -1;
+    }
+    *text = new_ref(PyTuple_GetItem(pair, 0));
+    *value = new_ref(PyTuple_GetItem(pair, 1));
+    Py_DECREF(pair);
+    return 0;
+}
+
+/* DeviceClock.kept_ns: 1 kept, 0 dropped, -1 error. */
+static int
+kept_one(const Printer *p, PyObject *start_ns, PyObject *text, PyObject *duration)
+{
+    if (text == Py_None && p->has_bounds) {
+        long long value = PyLong_AsLongLong(start_ns);
+        if (value == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+        }
+        else if (value >= 0) {
+            long long whole = value / 1000;
+            if (p->lo <= whole && whole < p->hi && whole >= p->begin) {
+                return 1;
+            }
+        }
+    }
+    PyObject *result = PyObject_CallFunctionObjArgs(p->kept, start_ns, text, duration, NULL);
+    if (result == NULL) {
+        return -1;
+    }
+    int kept = PyObject_IsTrue(result);
+    Py_DECREF(result);
+    return kept;
+}
+
+PyDoc_STRVAR(printed_all_doc,
+"printed_all(values, text, printer, /)\n--\n\n"
+"DeviceClock.printed_all: (the printed starts, or None where text is false and a start is its\n"
+"integer's plain form; the starts as integer ns) of the floats values.");
+
+static PyObject *
+printed_all(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *values, *printer_obj;
+    int want_text;
+    if (!PyArg_ParseTuple(args, "O!pO!:printed_all", &PyList_Type, &values, &want_text, &PyTuple_Type,
+                          &printer_obj)) {
+        return NULL;
+    }
+    Printer p;
+    if (printer_init(&p, printer_obj) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(values);
+    PyObject *texts = PyList_New(n), *ints = PyList_New(n);
+    if (texts == NULL || ints == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *text, *value;
+        if (printed_one(&p, PyList_GetItem(values, i), want_text, &text, &value) < 0) {
+            goto error;
+        }
+        PyList_SetItem(texts, i, text);
+        PyList_SetItem(ints, i, value);
+    }
+    PyObject *result = PyTuple_Pack(2, texts, ints);
+    Py_DECREF(texts);
+    Py_DECREF(ints);
+    return result;
+error:
+    Py_XDECREF(texts);
+    Py_XDECREF(ints);
+    return NULL;
+}
+
+/* -- pairing ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    uint32_t key;
+    Py_ssize_t group; /* -1: empty slot */
+} Slot;
+
+static size_t
+table_size(Py_ssize_t n)
+{
+    size_t size = 16;
+    while (size < (size_t)n * 2) {
+        size *= 2;
+    }
+    return size;
+}
+
+static uint64_t
+mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* One list of ints below *limit* as C values; 0 where one is not (the caller falls back). */
+static int
+small_ints(PyObject *list, Py_ssize_t n, long limit, uint32_t *out)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GetItem(list, i);
+        if (!PyLong_Check(item)) {
+            return 0;
+        }
+        long value = PyLong_AsLong(item);
+        if (value == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (value < 0 || value >= limit) {
+            return 0;
+        }
+        out[i] = (uint32_t)value;
+    }
+    return 1;
+}
+
+/* The task-log records of one device, as C arrays. */
+typedef struct {
+    Py_ssize_t n;
+    uint32_t *head, *stream, *task; /* header (function, SQE type), unpacked ids below 65536 */
+    double *times;                  /* ns, the exporter's float arithmetic; no NaN */
+    PyObject *counter_list;         /* the counters as Python ints, or NULL: */
+    uint64_t *counters;             /* ... as read from the file */
+} Records;
+
+static PyObject *
+counter_obj(const Records *r, Py_ssize_t i)
+{
+    if (r->counter_list != NULL) {
+        return new_ref(PyList_GetItem(r->counter_list, i));
+    }
+    return PyLong_FromUnsignedLongLong(r->counters[i]);
+}
+
+/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
+static PyObject *
+pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+{
+    Py_ssize_t n = r->n;
+    PyObject *result = NULL;
+    Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    Py_ssize_t *group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    Py_ssize_t *members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    Keyed *pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1)); /* key: start, index: pair # */
+    Py_ssize_t *pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    Py_ssize_t *pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    size_t size = table_size(n);
+    Slot *table = PyMem_Malloc(sizeof(Slot) * size);
+    if (!order || !group_of || !first || !members || !pairs || !pair_end || !pair_start || !table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        order[i].key = r->times[i];
+        order[i].index = i;
+    }
+    stable_sort(order, n);
+    /* groups, numbered in order of their first record in time order (dict insertion order) */
+    for (size_t s = 0; s < size; s++) {
+        table[s].group = -1;
+    }
+    Py_ssize_t ngroups = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = order[k].index;
+        uint32_t key = r->task[i] << 16 | r->stream[i];
+        size_t s = (size_t)mix64(key) & (size - 1);
+        while (table[s].group >= 0 && table[s].key != key) {
+            s = (s + 1) & (size - 1);
+        }
+        if (table[s].group < 0) {
+            table[s].key = key;
+            table[s].group = ngroups++;
+        }
+        group_of[k] = table[s].group;
+    }
+    /* each group's records in time order: a counting sort of the ranks by group */
+    memset(first, 0, sizeof(Py_ssize_t) * (size_t)(ngroups + 1));
+    for (Py_ssize_t k = 0; k < n; k++) {
+        first[group_of[k] + 1]++;
+    }
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        first[g + 1] += first[g];
+    }
+    Py_ssize_t *fill = pair_end; /* scratch: the next free place of each group */
+    memcpy(fill, first, sizeof(Py_ssize_t) * (size_t)ngroups);
+    for (Py_ssize_t k = 0; k < n; k++) {
+        members[fill[group_of[k]]++] = order[k].index;
+    }
+    /* _pairs per group, in group order: an end before its start dropped, a start followed by
+     * another start before its end dropped */
+    Py_ssize_t npairs = 0;
+    Py_ssize_t *starts = group_of, *ends = (Py_ssize_t *)order; /* scratch, no longer needed */
+    const double *times = r->times;
+    for (Py_ssize_t g = 0; g < ngroups; g++) {
+        Py_ssize_t ns = 0, ne = 0;
+        for (Py_ssize_t k = first[g]; k < first[g + 1]; k++) {
+            Py_ssize_t i = members[k];
+            if ((r->head[i] & 63) == 0) {
+                starts[ns++] = i;
+            }
+            else {
+                ends[ne++] = i;
+            }
+        }
+        Py_ssize_t a = 0, b = 0;
+        while (a < ns && b < ne) {
+            double s_time = times[starts[a]], e_time = times[ends[b]];
+            if (e_time < s_time) {
+                b++;
+                continue;
+            }
+            if (a + 1 == ns || e_time < times[starts[a + 1]]) {
+                pairs[npairs].key = s_time;
+                pairs[npairs].index = npairs;
+                pair_start[npairs] = starts[a];
+                pair_end[npairs] = ends[b];
+                npairs++;
+                a++;
+                b++;
+            }
+            else {
+                a++;
+            }
+        }
+    }
+    stable_sort(pairs, npairs);
+    result = PyList_New(npairs);
+    if (result == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < npairs; k++) {
+        Py_ssize_t pair = pairs[k].index, s = pair_start[pair], e = pair_end[pair];
+        double s_time = times[s];
+        PyObject *items[8] = {
+            PyLong_FromUnsignedLong(r->stream[s]),
+            PyLong_FromUnsignedLong(r->task[s]),
+            new_ref(context),
+            new_ref(PyTuple_GetItem(names, (Py_ssize_t)(r->head[s] >> 10))),
+            PyFloat_FromDouble(s_time),
+            PyFloat_FromDouble(times[e] - s_time),
+            counter_obj(r, s),
+            counter_obj(r, e),
+        };
+        PyObject *record = make_record(cls, alloc, items, 8);
+        if (record == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SetItem(result, k, record);
+    }
+done:
+    PyMem_Free(order);
+    PyMem_Free(group_of);
+    PyMem_Free(first);
+    PyMem_Free(members);
+    PyMem_Free(pairs);
+    PyMem_Free(pair_end);
+    PyMem_Free(pair_start);
+    PyMem_Free(table);
+    return result;
+}
+
+/* Allocates the arrays of r for n records (counters too where with_counters). */
+static int
+records_alloc(Records *r, Py_ssize_t n, int with_counters)
+{
+    memset(r, 0, sizeof *r);
+    r->n = n;
+    r->head = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->stream = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->task = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->times = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    if (with_counters) {
+        r->counters = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n + 1));
+    }
+    if (!r->head || !r->stream || !r->task || !r->times || (with_counters && !r->counters)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+records_free(Records *r)
+{
+    PyMem_Free(r->head);
+    PyMem_Free(r->stream);
+    PyMem_Free(r->task);
+    PyMem_Free(r->times);
+    PyMem_Free(r->counters);
+}
+
+/* Whether a header is one the pairing takes: a task start or end with a known SQE type. */
+static int
+known_header(uint32_t head, Py_ssize_t nnames)
+{
+    return (head & 63) <= 1 && (Py_ssize_t)(head >> 10) < nnames;
+}
+
+PyDoc_STRVAR(paired_tasks_doc,
+"paired_tasks(headers, streams, tasks, counters, base, hertz, offset, sqe_names, context, cls, /)\n"
+"--\n\n"
+"_run._paired_tasks after its checks: the start and end records (lists of ints, stream and task\n"
+"ids below 65536, unpacked) paired per (task, stream) in time order, as cls records\n"
+"(stream, task, context, SQE name, start ns, duration ns, start counter, end counter) in start\n"
+"order; None where the pure code must decide.");
+
+static PyObject *
+paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *headers, *streams, *tasks, *counters, *names, *context, *cls;
+    double base, hertz, offset;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!dddO!OO:paired_tasks", &PyList_Type, &headers, &PyList_Type,
+                          &streams, &PyList_Type, &tasks, &PyList_Type, &counters, &base, &hertz, &offset,
+                          &PyTuple_Type, &names, &context, &cls)) {
+        return NULL;
+    }
+    allocfunc alloc = record_alloc(cls, "paired_tasks: cls");
+    if (alloc == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(headers);
+    if (PyList_Size(streams) != n || PyList_Size(tasks) != n || PyList_Size(counters) != n) {
+        PyErr_SetString(PyExc_ValueError, "paired_tasks: columns differ in length");
+        return NULL;
+    }
+    Py_ssize_t nnames = PyTuple_Size(names);
+    PyObject *result = NULL;
+    Records r;
+    if (records_alloc(&r, n, 0) < 0) {
+        goto done;
+    }
+    r.counter_list = counters;
+    if (!small_ints(headers, n, 65536, r.head) || !small_ints(streams, n, 65536, r.stream)
+        || !small_ints(tasks, n, 65536, r.task)) {
+        result = new_ref(Py_None);
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *counter = PyList_GetItem(counters, i);
+        if (!known_header(r.head[i], nnames) || !PyLong_Check(counter)) {
+            result = new_ref(Py_None); /* declined by the pure code */
+            goto done;
+        }
+        double c = PyLong_AsDouble(counter); /* int - float: the int rounded to a float first */
+        if (c == -1.0 && PyErr_Occurred()) {
+            goto done;
+        }
+        double t = (c - base) / hertz * 1e9 + offset;
+        if (isnan(t)) {
+            result = new_ref(Py_None); /* the pure sort is not a total order then */
+            goto done;
+        }
+        r.times[i] = t;
+    }
+    result = pair_records(&r, names, context, cls, alloc);
+done:
+    records_free(&r);
+    return result;
+}
+
+static uint32_t
+le16(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8;
+}
+
+static uint64_t
+le64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int j = 7; j >= 0; j--) {
+        v = v << 8 | p[j];
+    }
+    return v;
+}
+
+#define STARS_SIZE 64
+#define OTHER_BITS 0x3C0 /* header bits 6-9: neither the function nor the SQE type */
+
+PyDoc_STRVAR(paired_stars_doc,
+"paired_stars(data, magic, base, hertz, offset, sqe_names, context, cls, /)\n--\n\n"
+"paired_tasks straight from the stars_soc bytes (a torn head of len(data) % 64 bytes skipped,\n"
+"little-endian words): None unless every record has the magic, is a task start or end with a\n"
+"known SQE type and a stream id below 2048 (the pure decoder and pairing decide the rest).");
+
+static PyObject *
+paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bytes;
+    unsigned int magic;
+    PyObject *names, *context, *cls;
+    double base, hertz, offset;
+    if (!PyArg_ParseTuple(args, "O!IdddO!OO:paired_stars", &PyBytes_Type, &bytes, &magic, &base, &hertz, &offset,
+                          &PyTuple_Type, &names, &context, &cls)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Records r;
+    memset(&r, 0, sizeof r);
+    allocfunc alloc = record_alloc(cls, "paired_stars: cls");
+    if (alloc == NULL) {
+        goto done;
+    }
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(bytes, &buf, &len) < 0) {
+        goto done;
+    }
+    Py_ssize_t nnames = PyTuple_Size(names), n = len / STARS_SIZE;
+    const unsigned char *data = (const unsigned char *)buf + len % STARS_SIZE;
+    if (records_alloc(&r, n, 1) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *rec = data + i * STARS_SIZE;
+        uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
+        uint32_t stream = le16(rec + 4);
+        uint64_t counter = le64(rec + 8);
+        if (le16(rec + 2) != magic || !known_header(head, nnames) || stream >= 2048) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        double c;
+        if (counter < (1ULL << 53)) {
+            c = (double)counter; /* exact */
+        }
+        else { /* Python's correctly rounded int to float */
+            PyObject *big = PyLong_FromUnsignedLongLong(counter);
+            if (big == NULL) {
+                goto done;
+            }
+            c = PyLong_AsDouble(big);
+            Py_DECREF(big);
+            if (c == -1.0 && PyErr_Occurred()) {
+                goto done;
+            }
+        }
+        double t = (c - base) / hertz * 1e9 + offset;
+        if (isnan(t)) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        r.head[i] = head;
+        r.stream[i] = stream;
+        r.task[i] = le16(rec + 6);
+        r.counters[i] = counter;
+        r.times[i] = t;
+    }
+    result = pair_records(&r, names, context, cls, alloc);
+done:
+    records_free(&r);
+    return result;
+}
+
+/* -- top-down join ------------------------------------------------------------------------------ */
+
+/* An open-addressing table of 4-int keys: small slots (the high hash bits and an index into the
+ * key array), so the table stays in cache. */
+typedef struct {
+    uint32_t tag;
+    int32_t index; /* -1: empty slot */
+} Slot4;
+
+typedef struct {
+    Slot4 *slots;
+    size_t size;
+    int64_t (*keys)[4]; /* by index */
+} Table4;
+
+static uint64_t
+hash4(const int64_t *k)
+{
+    uint64_t h = 0;
+    for (int j = 0; j < 4; j++) {
+        h = mix64(h ^ (uint64_t)k[j]);
+    }
+    return h;
+}
+
+/* The slot of key k (of hash h): its own, or the empty one where it would go. */
+static Slot4 *
+find4(const Table4 *t, const int64_t *k, uint64_t h)
+{
+    size_t s = (size_t)h & (t->size - 1);
+    uint32_t tag = (uint32_t)(h >> 32);
+    while (t->slots[s].index >= 0
+           && (t->slots[s].tag != tag || memcmp(t->keys[t->slots[s].index], k, sizeof(int64_t) * 4) != 0)) {
+        s = (s + 1) & (t->size - 1);
+    }
+    return &t->slots[s];
+}
+
+static int
+table4_init(Table4 *t, Py_ssize_t n)
+{
+    t->size = table_size(n);
+    t->slots = PyMem_Malloc(sizeof(Slot4) * t->size);
+    t->keys = PyMem_Malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
+    if (t->slots == NULL || t->keys == NULL) {
+        return -1;
+    }
+    for (size_t s = 0; s < t->size; s++) {
+        t->slots[s].index = -1;
+    }
+    return 0;
+}
+
+static void
+table4_free(Table4 *t)
+{
+    PyMem_Free(t->slots);
+    PyMem_Free(t->keys);
+}
+
+/* Adds key k (of hash h) as index i at slot (from find4). */
+static void
+table4_put(Table4 *t, Slot4 *slot, const int64_t *k, uint64_t h, Py_ssize_t i)
+{
+    memcpy(t->keys[i], k, sizeof(int64_t) * 4);
+    slot->tag = (uint32_t)(h >> 32);
+    slot->index = (int32_t)i;
+}
+
+/* Items first..first+3 of a tuple as int64; 0 where one is not an int of that range. */
+static int
+key4(PyObject *record, const Py_ssize_t *at, int64_t *k)
+{
+    for (int j = 0; j < 4; j++) {
+        PyObject *item = PyTuple_GetItem(record, at[j]);
+        if (item == NULL || !PyLong_Check(item)) {
+            PyErr_Clear();
+            return 0;
+        }
+        int overflow;
+        k[j] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || (k[j] == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(top_down_doc,
+"top_down(host, device, unknown, cls, /)\n--\n\n"
+"_run._top_down: device tasks matched with host tasks on (stream, task, context, batch), in\n"
+"start order, as cls records; None where the pure code must decide (a duplicate id, an id out\n"
+"of range).");
+
+static PyObject *
+top_down(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *host, *device, *unknown, *cls;
+    if (!PyArg_ParseTuple(args, "O!O!OO:top_down", &PyList_Type, &host, &PyList_Type, &device, &unknown,
+                          &cls)) {
+        return NULL;
+    }
+    allocfunc alloc = record_alloc(cls, "top_down: cls");
+    if (alloc == NULL) {
+        return NULL;
+    }
+    Py_ssize_t nh = PyList_Size(host), nd = PyList_Size(device), n = nh + nd;
+    if (nh >= INT32_MAX || nd >= INT32_MAX) {
+        Py_RETURN_NONE;
+    }
+    PyObject *result = NULL, *minus_one = NULL, *zero = NULL;
+    Table4 hosts = {NULL, 0, NULL}, devices = {NULL, 0, NULL};
+    char *matched = PyMem_Calloc((size_t)nh + 1, 1);
+    Py_ssize_t *host_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
+    Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    if (table4_init(&hosts, nh) < 0 || table4_init(&devices, nd) < 0 || !matched || !host_of || !order) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    static const Py_ssize_t HOST_KEY[4] = {1, 2, 3, 4}, DEVICE_KEY[4] = {0, 1, 2, 0};
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        PyObject *h = PyList_GetItem(host, i);
+        int64_t k[4];
+        if (!PyTuple_Check(h) || PyTuple_Size(h) < 6 || !key4(h, HOST_KEY, k)) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&hosts, k, hash);
+        if (slot->index >= 0) {
+            result = new_ref(Py_None); /* two host tasks of one id: declined by the pure code */
+            goto done;
+        }
+        table4_put(&hosts, slot, k, hash, i);
+    }
+    for (Py_ssize_t i = 0; i < nd; i++) {
+        PyObject *t = PyList_GetItem(device, i);
+        int64_t k[4];
+        if (!PyTuple_Check(t) || PyTuple_Size(t) != 8 || !key4(t, DEVICE_KEY, k)) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        k[3] = 0; /* batch 0 */
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&devices, k, hash);
+        if (slot->index >= 0) {
+            result = new_ref(Py_None);
+            goto done;
+        }
+        table4_put(&devices, slot, k, hash, i);
+        Slot4 *found = find4(&hosts, k, hash);
+        host_of[i] = found->index;
+        if (found->index >= 0) {
+            matched[found->index] = 1;
+        }
+        double start = PyFloat_AsDouble(PyTuple_GetItem(t, 4));
+        if ((start == -1.0 && PyErr_Occurred()) || isnan(start)) {
+            PyErr_Clear();
+            result = new_ref(Py_None);
+            goto done;
+        }
+        order[i].key = start;
+        order[i].index = i;
+    }
+    Py_ssize_t m = nd;
+    for (Py_ssize_t i = 0; i < nh; i++) {
+        if (!matched[i]) {
+            order[m].key = -1.0; /* start -1: the device never ran it */
+            order[m].index = nd + i;
+            m++;
+        }
+    }
+    stable_sort(order, m);
+    minus_one = PyLong_FromLong(-1);
+    zero = PyLong_FromLong(0);
+    result = PyList_New(m);
+    if (minus_one == NULL || zero == NULL || result == NULL) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    for (Py_ssize_t r = 0; r < m; r++) {
+        Py_ssize_t index = order[r].index;
+        PyObject *items[10];
+        if (index < nd) {
+            PyObject *t = PyList_GetItem(device, index);
+            PyObject *host_type = host_of[index] >= 0
+                ? PyTuple_GetItem(PyList_GetItem(host, host_of[index]), 5)
+                : unknown;
+            items[0] = new_ref(PyTuple_GetItem(t, 0));
+            items[1] = new_ref(PyTuple_GetItem(t, 1));
+            items[2] = new_ref(PyTuple_GetItem(t, 2));
+            items[3] = new_ref(zero);
+            items[4] = new_ref(PyTuple_GetItem(t, 4));
+            items[5] = new_ref(PyTuple_GetItem(t, 5));
+            items[6] = new_ref(host_type);
+            items[7] = new_ref(PyTuple_GetItem(t, 3));
+            items[8] = new_ref(PyTuple_GetItem(t, 6));
+            items[9] = new_ref(PyTuple_GetItem(t, 7));
+        }
+        else {
+            PyObject *h = PyList_GetItem(host, index - nd);
+            for (int j = 0; j < 4; j++) {
+                items[j] = new_ref(PyTuple_GetItem(h, j + 1));
+            }
+            items[4] = new_ref(minus_one);
+            items[5] = new_ref(minus_one);
+            items[6] = new_ref(PyTuple_GetItem(h, 5));
+            items[7] = new_ref(unknown);
+            items[8] = new_ref(zero);
+            items[9] = new_ref(zero);
+        }
+        PyObject *record = make_record(cls, alloc, items, 10);
+        if (record == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SetItem(result, r, record);
+    }
+done:
+    Py_XDECREF(minus_one);
+    Py_XDECREF(zero);
+    table4_free(&hosts);
+    table4_free(&devices);
+    PyMem_Free(matched);
+    PyMem_Free(host_of);
+    PyMem_Free(order);
+    return result;
+}
+
+/* -- op_summary --------------------------------------------------------------------------------- */
+
+PyDoc_STRVAR(op_summary_doc,
+"op_summary(ascend, ge, hashes, device, level0, printer, raw_cls, row_cls, /)\n--\n\n"
+"_Device._op_summary: (the join of the top-down tasks with their GE tasks as (a, g) pairs,\n"
+"the op_summary rows as row_cls(raw_cls(...), a)); None where the pure code must decide\n"
+"(two rows starting at the same time, a record not of the expected shape).");
+
+static PyObject *
+op_summary(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *ascend, *ge, *hashes, *device, *printer_obj, *raw_cls, *row_cls;
+    int level0;
+    if (!PyArg_ParseTuple(args, "O!O!O!OpO!OO:op_summary", &PyList_Type, &ascend, &PyDict_Type, &ge,
+                          &PyDict_Type, &hashes, &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls,
+                          &row_cls)) {
+        return NULL;
+    }
+    Printer p;
+    if (printer_init(&p, printer_obj) < 0) {
+        return NULL;
+    }
+    allocfunc raw_alloc = record_alloc(raw_cls, "op_summary: raw_cls");
+    if (raw_alloc == NULL) {
+        return NULL;
+    }
+    allocfunc row_alloc = record_alloc(row_cls, "op_summary: row_cls");
+    if (row_alloc == NULL) {
+        return NULL;
+    }
+    PyObject *joined = PyList_New(0), *rows = PyList_New(0);
+    if (joined == NULL || rows == NULL) {
+        goto error;
+    }
+    Py_ssize_t n = PyList_Size(ascend);
+    int have_last = 0;
+    double last = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *a = PyList_GetItem(ascend, i);
+        if (!PyTuple_Check(a) || PyTuple_Size(a) != 10) {
+            goto fallback;
+        }
+        double start = PyFloat_AsDouble(PyTuple_GetItem(a, 4));
+        if (start == -1.0) {
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            continue; /* the device never ran it */
+        }
+        PyObject *key = PyTuple_Pack(4, PyTuple_GetItem(a, 0), PyTuple_GetItem(a, 1), PyTuple_GetItem(a, 3),
+                                     PyTuple_GetItem(a, 2)); /* (stream, task, batch, context) */
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *found = PyDict_GetItemWithError(ge, key);
+        Py_DECREF(key);
+        if (found == NULL) {
+            if (PyErr_Occurred()) {
+                goto error;
+            }
+            continue;
+        }
+        if (!PyList_Check(found)) {
+            goto fallback;
+        }
+        for (Py_ssize_t j = 0; j < PyList_Size(found); j++) {
+            PyObject *g = PyList_GetItem(found, j);
+            if (!PyTuple_Check(g) || PyTuple_Size(g) < 9) {
+                goto fallback;
+            }
+            PyObject *type = PyTuple_GetItem(g, 6);
+            if (!PyUnicode_Check(type)) {
+                goto fallback;
+            }
+            if (PyUnicode_CompareWithASCIIString(type, "WRITE_BACK") == 0
+                || PyUnicode_CompareWithASCIIString(type, "INVALID") == 0) {
+                continue;
+            }
+            /* Equal starts (or starts out of order, which the pure check would also see) go to
+             * the pure code, which declines them. */
+            if (isnan(start) || (have_last && !(start > last))) {
+                goto fallback;
+            }
+            have_last = 1;
+            last = start;
+            PyObject *pair = PyTuple_Pack(2, a, g);
+            if (pair == NULL || PyList_Append(joined, pair) < 0) {
+                Py_XDECREF(pair);
+                goto error;
+            }
+            Py_DECREF(pair);
+        }
+    }
+    Py_ssize_t nj = PyList_Size(joined);
+    for (Py_ssize_t i = 0; i < nj; i++) {
+        PyObject *pair = PyList_GetItem(joined, i);
+        PyObject *a = PyTuple_GetItem(pair, 0), *g = PyTuple_GetItem(pair, 1);
+        PyObject *a_duration = PyTuple_GetItem(a, 5);
+        double dur_ns = PyFloat_AsDouble(a_duration);
+        if (dur_ns == -1.0 && PyErr_Occurred()) {
+            goto error;
+        }
+        PyObject *duration = round3_obj(dur_ns / 1000.0);
+        if (duration == NULL) {
+            goto error;
+        }
+        PyObject *text, *start_ns;
+        if (printed_one(&p, PyTuple_GetItem(a, 4), 0, &text, &start_ns) < 0) {
+            Py_DECREF(duration);
+            goto error;
+        }
+        int kept = kept_one(&p, start_ns, text, duration);
+        Py_DECREF(text);
+        if (kept <= 0) {
+            Py_DECREF(duration);
+            Py_DECREF(start_ns);
+            if (kept < 0) {
+                goto error;
+            }
+            continue;
+        }
+        PyObject *op_name = PyTuple_GetItem(g, 5);
+        PyObject *name = PyDict_GetItemWithError(hashes, op_name);
+        if (name == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(duration);
+                Py_DECREF(start_ns);
+                goto error;
+            }
+            name = op_name;
+        }
+        PyObject *type = PyTuple_GetItem(g, 6);
+        PyObject *items[14] = {
+            new_ref(device),
+            new_ref(PyTuple_GetItem(a, 0)),
+            new_ref(PyTuple_GetItem(a, 1)),
+            new_ref(PyTuple_GetItem(a, 3)),
+            new_ref(name),
+            new_ref(type),
+            new_ref(type),
+            duration,
+            new_ref(a_duration),
+            start_ns,
+            new_ref(PyTuple_GetItem(a, 8)),
+            new_ref(PyTuple_GetItem(a, 9)),
+            new_ref(level0 ? Py_None : PyTuple_GetItem(g, 7)),
+            new_ref(level0 ? Py_None : PyTuple_GetItem(g, 8)),
+        };
+        PyObject *raw = make_record(raw_cls, raw_alloc, items, 14);
+        if (raw == NULL) {
+            goto error;
+        }
+        PyObject *row_items[2] = {raw, new_ref(a)};
+        PyObject *row = make_record(row_cls, row_alloc, row_items, 2);
+        if (row == NULL || PyList_Append(rows, row) < 0) {
+            Py_XDECREF(row);
+            goto error;
+        }
+        Py_DECREF(row);
+    }
+    PyObject *result = PyTuple_Pack(2, joined, rows);
+    Py_DECREF(joined);
+    Py_DECREF(rows);
+    return result;
+fallback:
+    Py_DECREF(joined);
+    Py_DECREF(rows);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(joined);
+    Py_XDECREF(rows);
+    return NULL;
+}
+
+/* -- one device's host records ---------------------------------------------------------------- */
+
+/* Item i of a list or tuple (borrowed). */
+static PyObject *
+seq_item(PyObject *seq, Py_ssize_t i)
+{
+    return PyList_Check(seq) ? PyList_GetItem(seq, i) : PyTuple_GetItem(seq, i);
+}
+
+/* Whether record (a tuple) belongs to device: 1, 0, -1 on error. */
+static int
+of_device_one(PyObject *record, PyObject *device)
+{
+    if (!PyTuple_Check(record) || PyTuple_Size(record) < 1) {
+        PyErr_SetString(PyExc_TypeError, "host records must be tuples");
+        return -1;
+    }
+    return PyObject_RichCompareBool(PyTuple_GetItem(record, 0), device, Py_EQ);
+}
+
+PyDoc_STRVAR(of_device_doc,
+"of_device(records, device, /)\n--\n\n"
+"[r for r in records if r[0] == device] of a list or tuple of tuples.");
+
+static PyObject *
+of_device(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *records, *device;
+    if (!PyArg_ParseTuple(args, "OO:of_device", &records, &device)) {
+        return NULL;
+    }
+    if (!PyList_Check(records) && !PyTuple_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "of_device: records must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Check(records) ? PyList_Size(records) : PyTuple_Size(records);
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *record = seq_item(records, i);
+        int found = of_device_one(record, device);
+        if (found < 0 || (found && PyList_Append(out, record) < 0)) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+PyDoc_STRVAR(ge_index_doc,
+"ge_index(ge_tasks, device, /)\n--\n\n"
+"The GE tasks g of device (g[0] == device) by (stream, task, batch, context), that is\n"
+"(g[1], g[2], g[4], g[3]), each key's in their order.");
+
+static PyObject *
+ge_index(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *records, *device;
+    if (!PyArg_ParseTuple(args, "OO:ge_index", &records, &device)) {
+        return NULL;
+    }
+    if (!PyList_Check(records) && !PyTuple_Check(records)) {
+        PyErr_SetString(PyExc_TypeError, "ge_index: records must be a list or tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Check(records) ? PyList_Size(records) : PyTuple_Size(records);
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *g = seq_item(records, i);
+        int found = of_device_one(g, device);
+        if (found < 0) {
+            goto error;
+        }
+        if (!found) {
+            continue;
+        }
+        if (PyTuple_Size(g) < 5) {
+            PyErr_SetString(PyExc_TypeError, "ge_index: GE tasks must have 5 ids");
+            goto error;
+        }
+        PyObject *key = PyTuple_Pack(4, PyTuple_GetItem(g, 1), PyTuple_GetItem(g, 2), PyTuple_GetItem(g, 4),
+                                     PyTuple_GetItem(g, 3));
+        if (key == NULL) {
+            goto error;
+        }
+        PyObject *group = PyDict_GetItemWithError(out, key);
+        int rc;
+        if (group != NULL) {
+            rc = PyList_Append(group, g);
+        }
+        else if (PyErr_Occurred()) {
+            rc = -1;
+        }
+        else {
+            group = PyList_New(1);
+            rc = group == NULL ? -1 : 0;
+            if (group != NULL) {
+                PyList_SetItem(group, 0, new_ref(g));
+                rc = PyDict_SetItem(out, key, group);
+                Py_DECREF(group);
+            }
+        }
+        Py_DECREF(key);
+        if (rc < 0) {
+            goto error;
+        }
+    }
+    return out;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* -- the public records ---------------------------------------------------------------------- */
+
+PyDoc_STRVAR(public_tasks_doc,
+"public_tasks(tasks, cls, /)\n--\n\n"
+"RawResult.profiling_tasks: cls(task_id, name, type, duration, device) of every RawTask of the\n"
+"tuple tasks (its fields 2, 4, 5, 7 and 0).");
+
+static PyObject *
+public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *tasks, *cls;
+    if (!PyArg_ParseTuple(args, "O!O:public_tasks", &PyTuple_Type, &tasks, &cls)) {
+        return NULL;
+    }
+    allocfunc alloc = record_alloc(cls, "public_tasks: cls");
+    if (alloc == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(tasks);
+    PyObject *out = PyList_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *raw = PyTuple_GetItem(tasks, i);
+        if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
+            PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *items[5];
+        for (int j = 0; j < 5; j++) {
+            items[j] = new_ref(PyTuple_GetItem(raw, FIELDS[j]));
+        }
+        PyObject *record = make_record(cls, alloc, items, 5);
+        if (record == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SetItem(out, i, record);
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"public_tasks", public_tasks, METH_VARARGS, public_tasks_doc},
+    {"of_device", of_device, METH_VARARGS, of_device_doc},
+    {"ge_index", ge_index, METH_VARARGS, ge_index_doc},
+    {"paired_tasks", paired_tasks, METH_VARARGS, paired_tasks_doc},
+    {"paired_stars", paired_stars, METH_VARARGS, paired_stars_doc},
+    {"top_down", top_down, METH_VARARGS, top_down_doc},
+    {"op_summary", op_summary, METH_VARARGS, op_summary_doc},
+    {"printed_all", printed_all, METH_VARARGS, printed_all_doc},
+    {"round3", round3, METH_O, round3_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *m)
+{
+    if (record_new_init() < 0) {
+        return -1;
+    }
+    /* how records are built here (see _record_new.h): tests read it */
+    return PyModule_AddIntConstant(m, "RECORDS_VIA_NEW", record_via_new);
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "asc_aprof._plans._raw._cdevice",
+    "C device loops for asc_aprof._plans._raw._run (optional accelerator; see _run.py).",
+    0,
+    methods,
+    slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__cdevice(void)
+{
+    return PyModuleDef_Init(&module);
+}

@@ -1,0 +1,1233 @@
+/* asc_aprof._plans._raw._chost: the raw reader's host call tree in C (an optional accelerator).
+ *
+ * host_tables() does what _host._host_tables_py does with a run's host records (lists of
+ * api_event, node_basic_info, tensor_info and task_track record tuples; or, for all but
+ * tensor_info, the bytes of their files, read in place without making a record object): the
+ * runtime tasks in the exporter's order (flips counted, groups sorted), every thread's queue
+ * sorted by (time, level, order added), the call tree built and walked in one pass, and the
+ * host tasks and GE tasks made from each task record and its node launch. It returns the two
+ * lists, or None when a record is not what the decoders make (not a list of tuples of the
+ * expected size, a field that is not an int in [0, 2**64)): Python then runs its own loops,
+ * which say what is wrong. in_place() tells whether a file's bytes may be handed over as they
+ * are: every record one its decoder keeps or drops without a decline.
+ *
+ * Everything that depends on a name or a table (type names, kernel and node names, GE types,
+ * which api_event calls are skipped) is asked of Python through the callbacks in `lookups`, once
+ * per distinct key, and every decline is raised by Python's _fail(code, value), so the errors
+ * (reason, message, and which comes first) are the pure loops'. The loops visit the records in
+ * the pure loops' order, so a callback that raises raises what the pure loops would raise there.
+ *
+ * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
+ */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "../_record_new.h"
+
+/* Queue levels (as _host.py numbers them) and the codes _host._api_level returns. */
+enum { ROOT = 0, ACL = 1, NODE = 3, TASK = 5, SKIPPED = -1, OTHER_LEVEL = -2 };
+/* Entry kinds. */
+enum { K_API = 0, K_BASIC = 1, K_TENSOR = 2, K_TRACK = 3 };
+/* Decline codes of _host._fail (same numbers as _host.py). */
+enum { F_OTHER_API_LEVEL = 0, F_NESTED_NODE, F_TOO_DEEP, F_DPU, F_BATCHED, F_WRAPPED,
+       F_CONTEXTS_AT_LEVEL1, F_NO_BASIC_AT_LEVEL1, F_HCCL_NODE, F_OUTSIDE_NODE };
+/* Flags of a runtime task type (_host._c_track_type). */
+enum { T_FLIP = 1, T_MAINTENANCE = 2, T_CONTEXTS = 4, T_MIX = 8, T_KERNEL = 16 };
+/* Flags of a node name (_host._c_node_name), kinds of a node_basic_info payload. */
+enum { N_EMPTY = 1, N_LCCL = 2 };
+enum { B_PLAIN = 0, B_FFTS_PLUS = 1, B_HCCL = 2 };
+
+#define DEPTH_LIMIT 20 /* deepest nesting the exporter follows (_host._DEPTH_LIMIT) */
+#define RUNTIME_LEVEL 5000u
+#define NODE_LEVEL 10000u
+
+/* The lookups tuple, in this order (see _host._c_lookups). */
+enum { L_API_LEVEL, L_NODE_NAME, L_BASIC, L_TRACK_TYPE, L_KERNEL_NAME, L_REQUIRE, L_FAIL, L_NA,
+       L_INVALID, L_HOST_TASK, L_GE_TASK, L_COUNT };
+
+/* -- a small open-addressing map from a pair of 64-bit keys to an int64 ----------------------- */
+
+typedef struct {
+    uint64_t a, b;
+    int64_t v;
+    int used;
+} Slot;
+
+typedef struct {
+    Slot *s;
+    size_t cap, n;
+    Slot *last; /* the slot found last (keys repeat in runs): checked before hashing */
+} Map;
+
+static size_t
+slot_of(uint64_t a, uint64_t b, size_t mask)
+{
+    uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xC2B2AE3D27D4EB4Full;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return (size_t)h & mask;
+}
+
+static int
+map_init(Map *m, size_t hint)
+{
+    size_t cap = 16;
+    while (cap < 2 * hint + 2) {
+        cap *= 2;
+    }
+    m->s = PyMem_Calloc(cap, sizeof(Slot));
+    m->cap = cap;
+    m->n = 0;
+    m->last = NULL;
+    if (m->s == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static void
+map_free(Map *m)
+{
+    PyMem_Free(m->s);
+    m->s = NULL;
+}
+
+/* The value slot of (a, b); a new key gets *fresh = 1 and value -1. NULL: out of memory. */
+static int64_t *
+map_get(Map *m, uint64_t a, uint64_t b, int *fresh)
+{
+    if (m->last != NULL && m->last->a == a && m->last->b == b) {
+        *fresh = 0;
+        return &m->last->v;
+    }
+    if (2 * (m->n + 1) > m->cap) {
+        size_t cap = m->cap * 2;
+        Slot *s = PyMem_Calloc(cap, sizeof(Slot));
+        if (s == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (m->s[i].used) {
+                size_t j = slot_of(m->s[i].a, m->s[i].b, cap - 1);
+                while (s[j].used) {
+                    j = (j + 1) & (cap - 1);
+                }
+                s[j] = m->s[i];
+            }
+        }
+        PyMem_Free(m->s);
+        m->s = s;
+        m->last = NULL;
+        m->cap = cap;
+    }
+    size_t j = slot_of(a, b, m->cap - 1);
+    while (m->s[j].used) {
+        if (m->s[j].a == a && m->s[j].b == b) {
+            *fresh = 0;
+            m->last = m->s + j;
+            return &m->s[j].v;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->last = m->s + j;
+    m->s[j].used = 1;
+    m->s[j].a = a;
+    m->s[j].b = b;
+    m->s[j].v = -1;
+    m->n++;
+    *fresh = 1;
+    return &m->s[j].v;
+}
+
+/* The value of (a, b), NULL when absent. */
+static const int64_t *
+map_find(const Map *m, uint64_t a, uint64_t b)
+{
+    size_t j = slot_of(a, b, m->cap - 1);
+    while (m->s[j].used) {
+        if (m->s[j].a == a && m->s[j].b == b) {
+            return &m->s[j].v;
+        }
+        j = (j + 1) & (m->cap - 1);
+    }
+    return NULL;
+}
+
+/* -- records --------------------------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t ts, bound;
+    int64_t seq;
+    int32_t level, kind, payload, thread;
+} Entry;
+
+typedef struct {
+    PyObject *name; /* borrowed (kept alive by the keep list) */
+    int flags;      /* N_EMPTY, N_LCCL */
+    uint64_t start, bound;
+    int32_t basic;  /* index into the payloads, -1: no node_basic_info attached */
+    int others;     /* a tensor_info record attached */
+} Node;
+
+typedef struct {
+    PyObject *payload; /* _NodeBasic (task_type, block_num, mix_block_num), borrowed */
+    int kind;
+} Basic;
+
+typedef struct {
+    /* device, stream, task and timestamp as objects: the record's (borrowed) when the records
+     * are tuples; made when first needed (owned) when they are read in place */
+    PyObject *obj[4];
+    PyObject *ttype, *kname;
+    int tflags, na; /* the type's flags; the kernel name is N/A */
+    uint64_t ts, device, stream, thread, task;
+} Track;
+
+enum { O_DEVICE, O_STREAM, O_TASK, O_TS };
+
+/* Where a kind of records comes from: a list of record tuples, or the raw file bytes read in
+ * place (every record already checked by Python: host magic, known level, see _decode.py). */
+typedef struct {
+    PyObject *list;
+    const unsigned char *buf; /* the whole records (a torn head dropped) */
+    Py_ssize_t n, size;
+} Source;
+
+typedef struct {
+    PyObject *lookups[L_COUNT];
+    PyObject *keep; /* owns every callback result the arrays below borrow */
+    PyObject *zero, *invalid, *host_out, *ge_out;
+    allocfunc host_alloc, ge_alloc;
+    int level0, untrack;
+    Node *nodes;
+    Basic *basics;
+    Track *tracks;
+    Py_ssize_t nnodes, nbasics, ntracks;
+    int own_track_objs; /* the tracks' obj[] are owned (records read in place) */
+} Ctx;
+
+/* A little-endian field (in_place() refuses raw records on a big-endian host). */
+static uint64_t
+le(const unsigned char *p, int bytes)
+{
+    uint16_t v2;
+    uint32_t v4;
+    uint64_t v8;
+    switch (bytes) {
+    case 2:
+        memcpy(&v2, p, 2);
+        return v2;
+    case 4:
+        memcpy(&v4, p, 4);
+        return v4;
+    default:
+        memcpy(&v8, p, 8);
+        return v8;
+    }
+}
+
+static int
+little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+/* Field at (offset, bytes) of raw host records, as their tuples number them. */
+typedef struct {
+    int offset, bytes;
+} Raw;
+
+static int
+known_level(uint64_t level)
+{
+    switch (level) {
+    case 30000: case 25000: case 20500: case 20000: case 15000: case 10000: case 6000: case 5500: case 5000:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* Record i of src: its fields (tuple index idx[j], raw layout raw[j]) into out[]. 1: read;
+ * 0: not what the decoders make (the caller falls back); -1: error. */
+static int fields(PyObject *rec, Py_ssize_t n, const int *idx, int k, uint64_t *out);
+
+static int
+record(const Source *src, Py_ssize_t i, Py_ssize_t n, const int *idx, const Raw *raw, int k, uint64_t *out,
+       PyObject **rec)
+{
+    if (src->list != NULL) {
+        *rec = PyList_GetItem(src->list, i);
+        return fields(*rec, n, idx, k, out);
+    }
+    const unsigned char *p = src->buf + i * src->size;
+    *rec = NULL;
+    if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2))) {
+        return 0; /* Python checks this before; should it not have, its decoder says what is wrong */
+    }
+    for (int j = 0; j < k; j++) {
+        out[j] = le(p + raw[j].offset, raw[j].bytes);
+    }
+    return 1;
+}
+
+/* Field index of record rec (NULL: read in place, value v) as a new reference. */
+static PyObject *
+field_obj(PyObject *rec, int index, uint64_t v)
+{
+    if (rec == NULL) {
+        return PyLong_FromUnsignedLongLong(v);
+    }
+    PyObject *item = PyTuple_GetItem(rec, index);
+    Py_XINCREF(item);
+    return item;
+}
+
+/* The track's field as an object (borrowed from the track). */
+static PyObject *
+track_obj(Track *t, int which)
+{
+    if (t->obj[which] == NULL) {
+        uint64_t v = which == O_DEVICE ? t->device : which == O_STREAM ? t->stream : which == O_TASK ? t->task : t->ts;
+        t->obj[which] = PyLong_FromUnsignedLongLong(v);
+    }
+    return t->obj[which];
+}
+
+/* 1: the n-tuple's fields at idx[] as uint64 in out[]; 0: not what the decoders make; -1: error. */
+static int
+fields(PyObject *rec, Py_ssize_t n, const int *idx, int k, uint64_t *out)
+{
+    if (!PyTuple_Check(rec) || PyTuple_Size(rec) != n) {
+        return 0;
+    }
+    for (int j = 0; j < k; j++) {
+        PyObject *item = PyTuple_GetItem(rec, idx[j]);
+        if (item == NULL) {
+            return -1;
+        }
+        if (!PyLong_CheckExact(item)) {
+            return 0;
+        }
+        /* PyLong_AsUnsignedLongLong goes through a byte array; this one reads the digits */
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (v == -1 && PyErr_Occurred()) {
+            return -1;
+        }
+        if (overflow > 0) {
+            unsigned long long u = PyLong_AsUnsignedLongLong(item);
+            if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                    return -1;
+                }
+                PyErr_Clear();
+                return 0;
+            }
+            out[j] = (uint64_t)u;
+        }
+        else if (overflow < 0 || v < 0) {
+            return 0;
+        }
+        else {
+            out[j] = (uint64_t)v;
+        }
+    }
+    return 1;
+}
+
+/* A callback's result, kept alive by ctx->keep (borrowed). NULL: it raised. It takes (steals)
+ * the new references a and b (b may be absent: NULL; either NULL after a failed conversion). */
+static PyObject *
+call(Ctx *c, int which, PyObject *a, PyObject *b, int nargs)
+{
+    PyObject *r = NULL;
+    if (a != NULL && (nargs == 1 || b != NULL)) {
+        r = PyObject_CallFunctionObjArgs(c->lookups[which], a, b, NULL);
+    }
+    Py_XDECREF(a);
+    Py_XDECREF(b);
+    if (r == NULL) {
+        return NULL;
+    }
+    int rc = PyList_Append(c->keep, r);
+    Py_DECREF(r);
+    return rc < 0 ? NULL : r;
+}
+
+/* _fail(code, value): always raises (NULL, error set). value: borrowed, or NULL for None. */
+static void *
+fail(Ctx *c, long code, PyObject *value)
+{
+    if (PyErr_Occurred()) {
+        return NULL; /* making value failed */
+    }
+    PyObject *what = PyLong_FromLong(code);
+    if (what == NULL) {
+        return NULL;
+    }
+    PyObject *r = PyObject_CallFunctionObjArgs(c->lookups[L_FAIL], what, value ? value : Py_None, NULL);
+    Py_DECREF(what);
+    if (r != NULL) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_SystemError, "_chost: _fail returned");
+    }
+    return NULL;
+}
+
+/* _require_level for a record not at the expected level (it raises; if not, the loop goes on). */
+static int
+require(Ctx *c, long kind, PyObject *rec, uint64_t level)
+{
+    PyObject *k = PyLong_FromLong(kind), *l = field_obj(rec, 0, level), *r = NULL;
+    if (k != NULL && l != NULL) {
+        r = PyObject_CallFunctionObjArgs(c->lookups[L_REQUIRE], k, l, NULL);
+    }
+    Py_XDECREF(k);
+    Py_XDECREF(l);
+    if (r == NULL) {
+        return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
+/* A (str, int) pair from a callback: 0 ok, -1 error (TypeError when it is not one). */
+static int
+pair(PyObject *r, PyObject **first, long *second)
+{
+    if (!PyTuple_Check(r) || PyTuple_Size(r) != 2) {
+        PyErr_SetString(PyExc_TypeError, "_chost: a lookup returned no pair");
+        return -1;
+    }
+    *first = PyTuple_GetItem(r, 0);
+    *second = PyLong_AsLong(PyTuple_GetItem(r, 1));
+    return (*second == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* -- sorting: a natural merge sort of index arrays (stable) ----------------------------------- */
+
+typedef int (*Less)(const void *, int32_t, int32_t);
+
+static int
+entry_less(const void *ctx, int32_t x, int32_t y)
+{
+    const Entry *e = ctx, *a = e + x, *b = e + y;
+    if (a->ts != b->ts) {
+        return a->ts < b->ts;
+    }
+    if (a->level != b->level) {
+        return a->level < b->level;
+    }
+    return a->seq < b->seq;
+}
+
+static int
+track_less(const void *ctx, int32_t x, int32_t y)
+{
+    const Track *t = ctx;
+    return t[x].ts < t[y].ts;
+}
+
+/* Sorts a[0:n] by less (equal keys keep their order); tmp has room for n. */
+static void
+merge_sort(int32_t *a, int32_t *tmp, Py_ssize_t n, Less less, const void *ctx)
+{
+    int32_t *src = a, *dst = tmp;
+    for (;;) {
+        Py_ssize_t i = 0, runs = 0;
+        while (i < n) {
+            Py_ssize_t mid = i + 1;
+            while (mid < n && !less(ctx, src[mid], src[mid - 1])) {
+                mid++;
+            }
+            Py_ssize_t end = mid;
+            if (mid < n) {
+                end = mid + 1;
+                while (end < n && !less(ctx, src[end], src[end - 1])) {
+                    end++;
+                }
+            }
+            Py_ssize_t l = i, r = mid, o = i;
+            while (l < mid && r < end) {
+                dst[o++] = less(ctx, src[r], src[l]) ? src[r++] : src[l++];
+            }
+            while (l < mid) {
+                dst[o++] = src[l++];
+            }
+            while (r < end) {
+                dst[o++] = src[r++];
+            }
+            runs++;
+            i = end;
+        }
+        int32_t *t = src;
+        src = dst;
+        dst = t;
+        if (runs <= 1) {
+            break;
+        }
+    }
+    if (src != a) {
+        memcpy(a, src, (size_t)n * sizeof(int32_t));
+    }
+}
+
+/* -- the tables ------------------------------------------------------------------------------ */
+
+/* Appends cls(*items) to out (the record holds only ints and strs: no cycle, so untracked). */
+static int
+emit(Ctx *c, PyObject *out, PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
+{
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Py_INCREF(items[j]);
+    }
+    PyObject *rec = record_new((PyTypeObject *)cls, alloc, items, n);
+    if (rec == NULL) {
+        return -1;
+    }
+    if (c->untrack) {
+        PyObject_GC_UnTrack(rec);
+    }
+    int rc = PyList_Append(out, rec);
+    Py_DECREF(rec);
+    return rc;
+}
+
+static int
+host_task(Ctx *c, Track *t, PyObject *context)
+{
+    PyObject *items[8] = {
+        track_obj(t, O_DEVICE), track_obj(t, O_STREAM), track_obj(t, O_TASK), context,
+        c->zero, t->ttype, t->kname, track_obj(t, O_TS),
+    };
+    if (!items[0] || !items[1] || !items[2] || !items[7]) {
+        return -1;
+    }
+    return emit(c, c->host_out, c->lookups[L_HOST_TASK], c->host_alloc, items, 8);
+}
+
+static int
+ge_task(Ctx *c, Track *t, PyObject *name, PyObject *ttype, PyObject *block, PyObject *mix)
+{
+    PyObject *items[9] = {
+        track_obj(t, O_DEVICE), track_obj(t, O_STREAM), track_obj(t, O_TASK), c->invalid,
+        c->zero, name, ttype, block, mix,
+    };
+    if (!items[0] || !items[1] || !items[2]) {
+        return -1;
+    }
+    return emit(c, c->ge_out, c->lookups[L_GE_TASK], c->ge_alloc, items, 9);
+}
+
+/* _Tables.add of one task record and its node launch (node -1: none): its host tasks, then its
+ * GE task as _Tables._kernel decides. No node here has context ids (host_tables queues no
+ * context_id_info record), so only MIX types take the context path: contexts "invalid, 0". */
+static int
+add(Ctx *c, Track *t, int32_t node)
+{
+    if (host_task(c, t, c->invalid) < 0) {
+        return -1;
+    }
+    if ((t->tflags & T_CONTEXTS) && (t->tflags & T_MIX) && host_task(c, t, c->zero) < 0) {
+        return -1;
+    }
+    if (!(t->tflags & T_KERNEL)) {
+        return 0;
+    }
+    const Node *n = node >= 0 ? c->nodes + node : NULL;
+    PyObject *na = c->lookups[L_NA];
+    if (n == NULL || (n->flags & N_EMPTY)) { /* _kernel_without_node */
+        if (t->na) {
+            return 0;
+        }
+        if (!c->level0) {
+            fail(c, F_OUTSIDE_NODE, t->kname);
+            return -1;
+        }
+        return ge_task(c, t, t->kname, na, c->zero, c->zero);
+    }
+    if (n->flags & N_LCCL) {
+        return 0;
+    }
+    if (c->level0) {
+        return ge_task(c, t, n->name, na, c->zero, c->zero);
+    }
+    if (n->basic < 0) {
+        if (n->others) { /* a node with tensor records only takes the level-0 path at level 1 */
+            fail(c, F_NO_BASIC_AT_LEVEL1, n->name);
+            return -1;
+        }
+        return 0;
+    }
+    const Basic *b = c->basics + n->basic;
+    if (b->kind == B_FFTS_PLUS) {
+        return 0;
+    }
+    if (b->kind == B_HCCL) {
+        fail(c, F_HCCL_NODE, n->name);
+        return -1;
+    }
+    return ge_task(c, t, n->name, PyTuple_GetItem(b->payload, 0), PyTuple_GetItem(b->payload, 1),
+                   PyTuple_GetItem(b->payload, 2));
+}
+
+/* _chain and _Tables.add_all of one thread's queue (its entry indexes, in the order added). */
+static int
+thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n, int32_t *pairs)
+{
+    merge_sort(order, tmp, n, entry_less, entries);
+    int32_t levels[DEPTH_LIMIT + 2], nodes[DEPTH_LIMIT + 2];
+    uint64_t bounds[DEPTH_LIMIT + 2];
+    int depth = 1; /* the root is never closed: its bound is above every entry's */
+    levels[0] = ROOT;
+    bounds[0] = 0;
+    nodes[0] = -1;
+    int32_t last_node = -1;
+    Py_ssize_t npairs = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Entry *e = entries + order[i];
+        if (e->kind != K_API) {
+            while (depth > 1 && e->bound > bounds[depth - 1]) {
+                depth--;
+            }
+            if (e->kind == K_TRACK) {
+                pairs[2 * npairs] = e->payload;
+                pairs[2 * npairs + 1] = nodes[depth - 1];
+                npairs++;
+            }
+            else if (last_node >= 0 && c->nodes[last_node].start <= e->ts && e->ts <= c->nodes[last_node].bound) {
+                if (e->kind == K_BASIC) {
+                    c->nodes[last_node].basic = e->payload;
+                }
+                else {
+                    c->nodes[last_node].others = 1;
+                }
+            }
+            continue;
+        }
+        int32_t parent;
+        for (;;) {
+            parent = levels[depth - 1];
+            if (depth > 1 && (e->bound > bounds[depth - 1] || (e->level < parent && e->level != ACL))) {
+                depth--;
+                continue;
+            }
+            break;
+        }
+        if (e->level == ACL && parent != ROOT) {
+            continue; /* nested ACL calls take no part in the tree */
+        }
+        if (e->level == NODE && parent == NODE) {
+            fail(c, F_NESTED_NODE, NULL);
+            return -1;
+        }
+        if (depth > DEPTH_LIMIT) {
+            fail(c, F_TOO_DEEP, NULL);
+            return -1;
+        }
+        if (e->level == NODE) {
+            last_node = e->payload;
+            nodes[depth] = e->payload;
+        }
+        else {
+            nodes[depth] = nodes[depth - 1];
+        }
+        levels[depth] = e->level;
+        bounds[depth] = e->bound;
+        depth++;
+    }
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        if (add(c, c->tracks + pairs[2 * i], pairs[2 * i + 1]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The thread's index (in order of first appearance); -1: out of memory. */
+static int64_t
+thread_index(Map *threads, uint64_t thread)
+{
+    int fresh;
+    int64_t *v = map_get(threads, thread, 0, &fresh);
+    if (v == NULL) {
+        return -1;
+    }
+    if (fresh) {
+        *v = (int64_t)threads->n - 1;
+    }
+    return *v;
+}
+
+#define FALLBACK 2 /* a record the decoders would not make: the caller runs the pure loops */
+
+/* The body of host_tables: 0 done, -1 error, FALLBACK. */
+static int
+tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, const Source *tracks, int all_export)
+{
+    Py_ssize_t napi = apis->n, nbasic = basics->n, ntensor = PyList_Size(tensors), ntrack = tracks->n;
+    Py_ssize_t total = napi + nbasic + ntensor + ntrack;
+    int rc = -1;
+    Map api_levels = {0}, node_names = {0}, payloads = {0}, types = {0}, kernels = {0}, threads = {0},
+        groups = {0}, flips = {0};
+    Entry *entries = PyMem_Malloc((size_t)(total + 1) * sizeof(Entry));
+    int32_t *order = PyMem_Malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *tmp = PyMem_Malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *pairs = PyMem_Malloc((size_t)(2 * ntrack + 2) * sizeof(int32_t));
+    int32_t *kept = PyMem_Malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    int32_t *group_of = PyMem_Malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    Py_ssize_t *counts = NULL, *starts = NULL;
+    c->nodes = PyMem_Malloc((size_t)(napi + 1) * sizeof(Node));
+    c->basics = PyMem_Malloc((size_t)(nbasic + 1) * sizeof(Basic));
+    c->tracks = PyMem_Calloc((size_t)ntrack + 1, sizeof(Track));
+    c->ntracks = ntrack;
+    c->own_track_objs = tracks->list == NULL;
+    if (!entries || !order || !tmp || !pairs || !kept || !group_of || !c->nodes || !c->basics || !c->tracks) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (map_init(&api_levels, 16) < 0 || map_init(&node_names, 16) < 0 || map_init(&payloads, 16) < 0 ||
+        map_init(&types, 16) < 0 || map_init(&kernels, 16) < 0 || map_init(&threads, 16) < 0 ||
+        map_init(&groups, 16) < 0 || map_init(&flips, 16) < 0) {
+        goto done;
+    }
+    Py_ssize_t nentries = 0;
+    int fresh, ok;
+    uint64_t f[10];
+    PyObject *r, *name, *rec;
+    long flag;
+
+    /* api_event calls: (level, struct_type, thread_id, start, end, item_id) */
+    static const int API[] = {0, 1, 2, 3, 4, 5};
+    static const Raw API_RAW[] = {{2, 2}, {4, 4}, {8, 4}, {16, 8}, {24, 8}, {32, 8}};
+    for (Py_ssize_t i = 0; i < napi; i++) {
+        if ((ok = record(apis, i, 6, API, API_RAW, 6, f, &rec)) <= 0) {
+            rc = ok < 0 ? -1 : FALLBACK;
+            goto done;
+        }
+        if (rec == NULL) {
+            if (f[4] == UINT64_MAX) {
+                rc = FALLBACK; /* an event record: api_records declines it */
+                goto done;
+            }
+            if (f[3] == 0) {
+                continue; /* api_records drops it as invalid */
+            }
+        }
+        int64_t *level = map_get(&api_levels, f[0], f[1], &fresh);
+        if (level == NULL) {
+            goto done;
+        }
+        if (fresh) {
+            PyObject *a = field_obj(rec, 0, f[0]), *b = field_obj(rec, 1, f[1]);
+            r = NULL;
+            if (a != NULL && b != NULL) {
+                r = PyObject_CallFunctionObjArgs(c->lookups[L_API_LEVEL], a, b, NULL);
+            }
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            if (r == NULL) {
+                goto done;
+            }
+            *level = PyLong_AsLong(r);
+            Py_DECREF(r);
+            if (*level == -1 && PyErr_Occurred()) {
+                goto done;
+            }
+            if (*level != ACL && *level != NODE && *level != SKIPPED && *level != OTHER_LEVEL) {
+                PyErr_SetString(PyExc_SystemError, "_chost: unknown api level code");
+                goto done;
+            }
+        }
+        if (*level == SKIPPED || f[3] == 0 || f[3] == f[4]) {
+            continue;
+        }
+        if (*level == OTHER_LEVEL) {
+            PyObject *value = field_obj(rec, 0, f[0]);
+            fail(c, F_OTHER_API_LEVEL, value);
+            Py_XDECREF(value);
+            goto done;
+        }
+        int32_t payload = -1;
+        if (*level == NODE) {
+            int64_t *known = map_get(&node_names, f[5], 0, &fresh);
+            if (known == NULL) {
+                goto done;
+            }
+            if (fresh) {
+                /* (name, flags) per item, kept in a node as its template */
+                if ((r = call(c, L_NODE_NAME, field_obj(rec, 5, f[5]), NULL, 1)) == NULL || pair(r, &name, &flag) < 0) {
+                    goto done;
+                }
+                c->untrack &= PyUnicode_Check(name);
+                *known = c->nnodes;
+                c->nodes[c->nnodes].name = name;
+                c->nodes[c->nnodes].flags = (int)flag;
+            }
+            else {
+                c->nodes[c->nnodes].name = c->nodes[*known].name;
+                c->nodes[c->nnodes].flags = c->nodes[*known].flags;
+            }
+            Node *node = c->nodes + c->nnodes;
+            node->start = f[3];
+            node->bound = f[4];
+            node->basic = -1;
+            node->others = 0;
+            payload = (int32_t)c->nnodes++;
+        }
+        int64_t thread = thread_index(&threads, f[2]);
+        if (thread < 0) {
+            goto done;
+        }
+        entries[nentries] = (Entry){f[3], f[4], nentries, (int32_t)*level, K_API, payload, (int32_t)thread};
+        nentries++;
+    }
+
+    /* node_basic_info: (level, struct_type, thread_id, timestamp, node_hash, task_type, op_type_hash,
+     * block_word, op_flag) */
+    static const int BASIC[] = {0, 2, 3, 5, 7};
+    static const Raw BASIC_RAW[] = {{2, 2}, {8, 4}, {16, 8}, {32, 4}, {44, 4}};
+    for (Py_ssize_t i = 0; i < nbasic; i++) {
+        if ((ok = record(basics, i, 9, BASIC, BASIC_RAW, 5, f, &rec)) <= 0) {
+            rc = ok < 0 ? -1 : FALLBACK;
+            goto done;
+        }
+        if (f[0] != NODE_LEVEL && require(c, 0, rec, f[0]) < 0) {
+            goto done;
+        }
+        int64_t *known = map_get(&payloads, f[3], f[4], &fresh);
+        if (known == NULL) {
+            goto done;
+        }
+        if (fresh) {
+            if ((r = call(c, L_BASIC, field_obj(rec, 5, f[3]), field_obj(rec, 7, f[4]), 2)) == NULL ||
+                pair(r, &name, &flag) < 0) {
+                goto done;
+            }
+            if (!PyTuple_Check(name) || PyTuple_Size(name) != 3) {
+                PyErr_SetString(PyExc_TypeError, "_chost: a node_basic_info payload is not a triple");
+                goto done;
+            }
+            c->untrack &= PyUnicode_Check(PyTuple_GetItem(name, 0));
+            c->basics[c->nbasics].payload = name;
+            c->basics[c->nbasics].kind = (int)flag;
+            *known = c->nbasics++;
+        }
+        int64_t thread = thread_index(&threads, f[1]);
+        if (thread < 0) {
+            goto done;
+        }
+        entries[nentries] = (Entry){f[2], f[2], nentries, NODE, K_BASIC, (int32_t)*known, (int32_t)thread};
+        nentries++;
+    }
+
+    /* tensor_info headers: (level, struct_type, thread_id, timestamp) */
+    static const int TENSOR[] = {0, 2, 3};
+    for (Py_ssize_t i = 0; i < ntensor; i++) {
+        rec = PyList_GetItem(tensors, i);
+        if ((ok = fields(rec, 4, TENSOR, 3, f)) <= 0) {
+            rc = ok < 0 ? -1 : FALLBACK;
+            goto done;
+        }
+        if (f[0] != NODE_LEVEL && require(c, 1, rec, f[0]) < 0) {
+            goto done;
+        }
+        int64_t thread = thread_index(&threads, f[1]);
+        if (thread < 0) {
+            goto done;
+        }
+        entries[nentries] = (Entry){f[2], f[2], nentries, NODE, K_TENSOR, -1, (int32_t)thread};
+        nentries++;
+    }
+
+    /* task_track (_host._tracks): (level, struct_type, thread_id, timestamp, dev_type, device_id,
+     * stream_id, task_id, batch_id, task_type, kernel_hash); in place the device word holds the
+     * device type (bits 12-15) and id (bits 0-11) */
+    static const int TRACK[] = {0, 3, 4, 5, 6, 8, 9, 10, 2, 7};
+    static const Raw TRACK_RAW[] = {{2, 2}, {16, 8}, {24, 2}, {24, 2}, {26, 2},
+                                    {30, 2}, {32, 8}, {40, 8}, {8, 4}, {28, 2}};
+    Py_ssize_t nkept = 0;
+    int batched = 0;
+    for (Py_ssize_t i = 0; i < ntrack; i++) {
+        if ((ok = record(tracks, i, 11, TRACK, TRACK_RAW, 10, f, &rec)) <= 0) {
+            rc = ok < 0 ? -1 : FALLBACK;
+            goto done;
+        }
+        if (rec == NULL) {
+            f[2] = (f[2] >> 12) & 0xF;
+            f[3] &= 0xFFF;
+        }
+        if (f[0] != RUNTIME_LEVEL && require(c, 2, rec, f[0]) < 0) {
+            goto done;
+        }
+        Track *t = c->tracks + i;
+        int64_t *known = map_get(&types, f[6], 0, &fresh);
+        if (known == NULL) {
+            goto done;
+        }
+        if (fresh) {
+            if ((r = call(c, L_TRACK_TYPE, field_obj(rec, 0, f[0]), field_obj(rec, 9, f[6]), 2)) == NULL ||
+                pair(r, &name, &flag) < 0) {
+                goto done;
+            }
+            c->untrack &= PyUnicode_Check(name);
+            *known = (int64_t)i;
+            t->ttype = name;
+            t->tflags = (int)flag;
+        }
+        else {
+            t->ttype = c->tracks[*known].ttype;
+            t->tflags = c->tracks[*known].tflags;
+        }
+        if (rec != NULL) {
+            t->obj[O_DEVICE] = PyTuple_GetItem(rec, 5);
+            t->obj[O_STREAM] = PyTuple_GetItem(rec, 6);
+            t->obj[O_TASK] = PyTuple_GetItem(rec, 7);
+            t->obj[O_TS] = PyTuple_GetItem(rec, 3);
+        }
+        t->ts = f[1];
+        t->device = f[3];
+        t->stream = f[4];
+        t->thread = f[8];
+        t->task = f[9];
+        if (t->tflags & T_FLIP) {
+            int64_t *first = map_get(&flips, f[3], f[4], &fresh);
+            if (first == NULL) {
+                goto done;
+            }
+            if (fresh || (uint64_t)*first > f[1]) {
+                *first = (int64_t)f[1]; /* stored as the bits of a uint64 */
+            }
+            continue;
+        }
+        if (t->tflags & T_MAINTENANCE) {
+            continue;
+        }
+        if (f[2] != 0) {
+            fail(c, F_DPU, NULL);
+            goto done;
+        }
+        /* the kernel name: kept in the first track with that hash (as the types are) */
+        int64_t *kname = map_get(&kernels, f[7], 0, &fresh);
+        if (kname == NULL) {
+            goto done;
+        }
+        if (fresh) {
+            if ((r = call(c, L_KERNEL_NAME, field_obj(rec, 10, f[7]), NULL, 1)) == NULL || pair(r, &name, &flag) < 0) {
+                goto done;
+            }
+            c->untrack &= PyUnicode_Check(name);
+            *kname = (int64_t)i;
+            t->kname = name;
+            t->na = (int)flag;
+        }
+        else {
+            t->kname = c->tracks[*kname].kname;
+            t->na = c->tracks[*kname].na;
+        }
+        batched |= f[5] != 0;
+        kept[nkept++] = (int32_t)i;
+    }
+    if (!all_export) {
+        if (batched) {
+            fail(c, F_BATCHED, NULL);
+            goto done;
+        }
+    }
+    else {
+        /* group by (device, stream) in order of appearance, each sorted by time (stably) */
+        Py_ssize_t ngroups = 0;
+        for (Py_ssize_t j = 0; j < nkept; j++) {
+            const Track *t = c->tracks + kept[j];
+            int64_t *g = map_get(&groups, t->device, t->stream, &fresh);
+            if (g == NULL) {
+                goto done;
+            }
+            if (fresh) {
+                *g = ngroups++;
+            }
+            group_of[j] = (int32_t)*g;
+        }
+        counts = PyMem_Calloc((size_t)ngroups + 1, sizeof(Py_ssize_t));
+        starts = PyMem_Malloc(((size_t)ngroups + 1) * sizeof(Py_ssize_t));
+        if (counts == NULL || starts == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t j = 0; j < nkept; j++) {
+            counts[group_of[j]]++;
+        }
+        Py_ssize_t at = 0;
+        for (Py_ssize_t g = 0; g < ngroups; g++) {
+            starts[g] = at;
+            at += counts[g];
+        }
+        for (Py_ssize_t j = 0; j < nkept; j++) {
+            order[starts[group_of[j]]++] = kept[j];
+        }
+        at = 0;
+        for (Py_ssize_t g = 0; g < ngroups; g++) {
+            int32_t *group = order + at;
+            merge_sort(group, tmp, counts[g], track_less, c->tracks);
+            Track *last = c->tracks + group[counts[g] - 1];
+            const int64_t *limit = map_find(&flips, last->device, last->stream);
+            if (limit != NULL && last->ts >= (uint64_t)*limit) {
+                fail(c, F_WRAPPED, track_obj(last, O_STREAM));
+                goto done;
+            }
+            at += counts[g];
+        }
+        memcpy(kept, order, (size_t)nkept * sizeof(int32_t));
+    }
+    for (Py_ssize_t j = 0; j < nkept; j++) {
+        const Track *t = c->tracks + kept[j];
+        int64_t thread = thread_index(&threads, t->thread);
+        if (thread < 0) {
+            goto done;
+        }
+        entries[nentries] = (Entry){t->ts, t->ts, nentries, TASK, K_TRACK, kept[j], (int32_t)thread};
+        nentries++;
+    }
+
+    /* every thread's queue, in order of first appearance */
+    Py_ssize_t nthreads = (Py_ssize_t)threads.n;
+    PyMem_Free(counts);
+    PyMem_Free(starts);
+    counts = PyMem_Calloc((size_t)nthreads + 1, sizeof(Py_ssize_t));
+    starts = PyMem_Malloc(((size_t)nthreads + 1) * sizeof(Py_ssize_t));
+    if (counts == NULL || starts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < nentries; j++) {
+        counts[entries[j].thread]++;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t g = 0; g < nthreads; g++) {
+        starts[g] = at;
+        at += counts[g];
+    }
+    for (Py_ssize_t j = 0; j < nentries; j++) {
+        order[starts[entries[j].thread]++] = (int32_t)j;
+    }
+    at = 0;
+    for (Py_ssize_t g = 0; g < nthreads; g++) {
+        if (thread_tables(c, entries, order + at, tmp, counts[g], pairs) < 0) {
+            goto done;
+        }
+        at += counts[g];
+    }
+    rc = 0;
+done:
+    map_free(&api_levels);
+    map_free(&node_names);
+    map_free(&payloads);
+    map_free(&types);
+    map_free(&kernels);
+    map_free(&threads);
+    map_free(&groups);
+    map_free(&flips);
+    PyMem_Free(entries);
+    PyMem_Free(order);
+    PyMem_Free(tmp);
+    PyMem_Free(pairs);
+    PyMem_Free(kept);
+    PyMem_Free(group_of);
+    PyMem_Free(counts);
+    PyMem_Free(starts);
+    PyMem_Free(c->nodes);
+    PyMem_Free(c->basics);
+    if (c->tracks != NULL && c->own_track_objs) {
+        for (Py_ssize_t i = 0; i < c->ntracks; i++) {
+            for (int j = 0; j < 4; j++) {
+                Py_XDECREF(c->tracks[i].obj[j]);
+            }
+        }
+    }
+    PyMem_Free(c->tracks);
+    return rc;
+}
+
+/* A Source of list (records) or bytes (raw records of size bytes each, a torn head dropped as
+ * the decoders drop it). 0: neither (the caller falls back); -1: error. */
+static int
+source(PyObject *obj, Py_ssize_t size, Source *src)
+{
+    src->size = size;
+    if (PyList_Check(obj)) {
+        src->list = obj;
+        src->buf = NULL;
+        src->n = PyList_Size(obj);
+        return 1;
+    }
+    if (!PyBytes_Check(obj)) {
+        return 0;
+    }
+    char *data;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(obj, &data, &len) < 0) {
+        return -1;
+    }
+    src->list = NULL;
+    src->buf = (const unsigned char *)data + len % size;
+    src->n = len / size;
+    return 1;
+}
+
+PyDoc_STRVAR(host_tables_doc,
+             "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, /)\n--\n\n"
+             "The host tasks and GE tasks of a run as two lists (see asc_aprof._plans._raw._host), or None\n"
+             "when a record is not what the decoders make. apis, basics and tracks are lists of\n"
+             "records or the bytes of their files (checked records, read in place).");
+
+static PyObject *
+host_tables(PyObject *self, PyObject *args)
+{
+    PyObject *apis, *basics, *tensors, *tracks, *lookups;
+    int level0, all_export;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OOOOppO:host_tables", &apis, &basics, &tensors, &tracks, &level0, &all_export,
+                          &lookups)) {
+        return NULL;
+    }
+    if (!PyTuple_Check(lookups) || PyTuple_Size(lookups) != L_COUNT) {
+        PyErr_SetString(PyExc_TypeError, "host_tables: lookups must be a tuple of 11");
+        return NULL;
+    }
+    Source api_src, basic_src, track_src;
+    int ok;
+    if ((ok = source(apis, 40, &api_src)) <= 0 || (ok = source(basics, 64, &basic_src)) <= 0 ||
+        (ok = source(tracks, 64, &track_src)) <= 0 || !(ok = PyList_Check(tensors))) {
+        if (ok < 0) {
+            return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    if (api_src.n + basic_src.n + PyList_Size(tensors) + track_src.n >= INT32_MAX / 2) {
+        Py_RETURN_NONE; /* indexes are int32 */
+    }
+    Ctx c;
+    memset(&c, 0, sizeof(c));
+    for (int j = 0; j < L_COUNT; j++) {
+        c.lookups[j] = PyTuple_GetItem(lookups, j);
+    }
+    c.level0 = level0;
+    c.untrack = 1;
+    c.host_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_HOST_TASK], Py_tp_alloc);
+    c.ge_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_GE_TASK], Py_tp_alloc);
+    if (c.host_alloc == NULL || c.ge_alloc == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "host_tables: the task classes have no tp_alloc");
+        }
+        return NULL;
+    }
+    c.invalid = c.lookups[L_INVALID];
+    c.zero = PyLong_FromLong(0);
+    c.keep = PyList_New(0);
+    c.host_out = PyList_New(0);
+    c.ge_out = PyList_New(0);
+    PyObject *result = NULL;
+    if (c.zero && c.keep && c.host_out && c.ge_out) {
+        int rc = tables(&c, &api_src, &basic_src, tensors, &track_src, all_export);
+        if (rc == 0) {
+            result = PyTuple_Pack(2, c.host_out, c.ge_out);
+        }
+        else if (rc == FALLBACK) {
+            result = Py_None;
+            Py_INCREF(result);
+        }
+    }
+    Py_XDECREF(c.zero);
+    Py_XDECREF(c.keep);
+    Py_XDECREF(c.host_out);
+    Py_XDECREF(c.ge_out);
+    return result;
+}
+
+PyDoc_STRVAR(in_place_doc,
+             "in_place(data, size, api, /)\n--\n\n"
+             "Whether host_tables may read the size-byte host records of data (bytes) in place: a\n"
+             "little-endian host and every record with the host magic and a known level (api: and\n"
+             "no event record, end = all ones), so that its decoder would decline none of them.");
+
+static PyObject *
+in_place(PyObject *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t size;
+    int api;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "Onp:in_place", &data, &size, &api)) {
+        return NULL;
+    }
+    if (!PyBytes_Check(data) || size < 32) {
+        PyErr_SetString(PyExc_TypeError, "in_place: data must be bytes and size at least 32");
+        return NULL;
+    }
+    char *buf;
+    Py_ssize_t len;
+    if (PyBytes_AsStringAndSize(data, &buf, &len) < 0) {
+        return NULL;
+    }
+    if (!little_endian()) {
+        Py_RETURN_FALSE;
+    }
+    const unsigned char *p = (const unsigned char *)buf + len % size;
+    for (Py_ssize_t i = 0, n = len / size; i < n; i++, p += size) {
+        if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2)) || (api && le(p + 24, 8) == UINT64_MAX)) {
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static PyMethodDef methods[] = {
+    {"host_tables", host_tables, METH_VARARGS, host_tables_doc},
+    {"in_place", in_place, METH_VARARGS, in_place_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static int
+module_exec(PyObject *m)
+{
+    if (record_new_init() < 0) {
+        return -1;
+    }
+    /* how records are built here (see _record_new.h): tests read it */
+    return PyModule_AddIntConstant(m, "RECORDS_VIA_NEW", record_via_new);
+}
+
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, (void *)module_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT,
+    "asc_aprof._plans._raw._chost",
+    "The raw reader's host call tree in C (optional accelerator; see asc_aprof._plans._raw._host).",
+    0,
+    methods,
+    slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__chost(void)
+{
+    return PyModuleDef_Init(&module);
+}

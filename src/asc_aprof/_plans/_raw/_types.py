@@ -1,0 +1,197 @@
+"""What the raw reader hands back: rich task records, a result, or a stated refusal."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import operator
+from itertools import repeat
+from typing import Final, NamedTuple
+
+from ..._model._counters import TaskCounters
+from ..._model._errors import AprofError, InvalidArgumentError
+from ..._model._records import ProfilingTask
+from ._accel import active as _accelerated
+
+
+class Reader(enum.Enum):
+    """How a profiler turns a run that has no exported CSV yet into tasks.
+
+    * ``AUTO`` (default): read the raw data natively; where the raw reader declines, read the
+      run's exported CSVs, else run ``msprof.py export summary`` and parse its CSVs;
+    * ``RAW``: read natively only; a declined run raises :class:`RawReadDeclined`;
+    * ``MSPROF``: the exported CSVs, else ``msprof.py export summary`` first.
+
+    The one reading policy of every reader (:func:`asc_aprof.open_run`).
+    """
+
+    AUTO = "auto"
+    RAW = "raw"
+    MSPROF = "msprof"
+
+    @classmethod
+    def of(cls, value: Reader | str) -> Reader:
+        try:
+            return cls(value)
+        except ValueError:
+            choices = ", ".join(repr(m.value) for m in cls)
+            raise InvalidArgumentError(f"reader must be one of {choices}, got reader={value!r}") from None
+
+
+class DeclineReason(enum.Enum):
+    """Why the raw reader left a run to ``msprof.py`` (the message names the file and value)."""
+
+    #: not a ``PROF_*`` run with ``host/`` and ``device_N/`` folders
+    NOT_A_RUN = "not_a_run"
+    #: a file the exporter needs is absent (info.json, start_info, clock logs, stars_soc, ...)
+    MISSING_FILE = "missing_file"
+    #: a raw file this reader has no verified model of (its effect on the export is unknown)
+    UNKNOWN_FILE = "unknown_file"
+    #: chip (``platform_version``) or driver/collection version not verified against the exporter
+    UNKNOWN_PLATFORM = "unknown_platform"
+    #: a record type, level or value whose handling was not verified (e.g. FFTS+ subtasks)
+    UNKNOWN_RECORD = "unknown_record"
+    #: a collection feature whose export was not verified (several devices, task-id wrap, ...)
+    UNSUPPORTED = "unsupported"
+    #: the exporter's output would depend on unordered state (ties, duplicate keys)
+    AMBIGUOUS = "ambiguous"
+    #: a file is truncated or inconsistent
+    MALFORMED = "malformed"
+    #: the exporter would write no op_summary / task_time row
+    NO_TASKS = "no_tasks"
+    #: the raw reader itself failed (a bug: the message names the exception)
+    INTERNAL = "internal"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Declined:
+    """The raw reader's refusal: *reason* says which kind, *message* what exactly."""
+
+    reason: DeclineReason
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.message}"
+
+
+class RawReadDeclined(AprofError):
+    """``reader="raw"`` and the raw reader declined the run (``declined`` says why)."""
+
+    def __init__(self, run_dir: object, declined: Declined) -> None:
+        self.run_dir = run_dir
+        self.declined = declined
+        super().__init__(self.message(flags=False))
+
+    def message(self, *, flags: bool) -> str:
+        """The one-line message; *flags*: the fix in command-line words (``--reader``)."""
+        fix = "--reader auto" if flags else "reader='auto'"
+        return (
+            f"run {self.run_dir}: the raw reader declined it ({self.declined}); read it with {fix} "
+            "(its exported CSVs, else an export with msprof.py)"
+        )
+
+
+class DeclinedError(Exception):
+    """Raised inside the reader to stop at the first thing it does not know."""
+
+    def __init__(self, reason: DeclineReason, message: str) -> None:
+        super().__init__(message)
+        self.declined = Declined(reason, message)
+
+
+class RawTask(NamedTuple):
+    """One task as the exporter's CSV would show it, plus what the CSV rounds away.
+
+    :ivar device: the device (``device_N``)
+    :ivar stream_id: stream id (``Stream ID``)
+    :ivar task_id: task id (``Task ID``)
+    :ivar batch_id: batch id (task-id wrap-around count; always 0 in what is accepted)
+    :ivar name: ``Op Name`` (op_summary) or ``kernel_name`` (task_time)
+    :ivar type: the type the library reports (level 0: joined from task_time as the CSV path does)
+    :ivar csv_type: the type cell of the source CSV (``N/A`` in a level-0 op_summary)
+    :ivar duration: ``Task Duration(us)`` as the exporter rounds it (3 decimals)
+    :ivar duration_ns: the exporter's unrounded duration in ns (a float of counter arithmetic)
+    :ivar start_ns: ``Task Start Time(us)`` as integer ns (local time, exactly the printed value)
+    :ivar start_cycles: the task-start system counter value (``stars_soc``)
+    :ivar end_cycles: the task-end system counter value
+    :ivar block_num: ``Block Num`` (``Block Dim`` on older CANN); None where the run has no
+        node_basic_info (task time level 0, where op_summary prints 0)
+    :ivar mix_block_num: ``Mix Block Num`` (None where block_num is None)
+    """
+
+    device: int
+    stream_id: int
+    task_id: int
+    batch_id: int
+    name: str
+    type: str
+    csv_type: str
+    duration: float
+    duration_ns: float
+    start_ns: int
+    start_cycles: int
+    end_cycles: int
+    block_num: int | None = None
+    mix_block_num: int | None = None
+
+    def task(self) -> ProfilingTask:
+        """The public record, equal to what ``store_result()`` reads from the exported CSV."""
+        return ProfilingTask(self.task_id, self.name, self.type, self.duration, self.device)
+
+
+#: A RawTask's ProfilingTask fields, in ProfilingTask's order (see :meth:`RawTask.task`).
+_PUBLIC_FIELDS: Final = operator.itemgetter(2, 4, 5, 7, 0)
+
+#: Which exported CSV the tasks stand for (the library reads op_summary when it exists).
+SOURCE_OP_SUMMARY = "op_summary"
+SOURCE_TASK_TIME = "task_time"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawResult:
+    """A run read natively.
+
+    :ivar tasks: in the order of the exporter's merged CSV (devices in folder-name order, each in
+        start order)
+    :ivar source: ``op_summary``, or ``task_time`` when the exporter would write no op_summary
+    :ivar level0: the run used task time level 0 (types joined from task_time)
+    :ivar task_time: when asked for (``with_task_time``), every row of the exporter's task_time
+        CSV, control rows included, in its order; else None
+    :ivar counters: when asked for (``counters``), the PMU counters the CSV path reads from
+        op_summary, aligned with :attr:`tasks` (no column where op_summary has none: task_time
+        as the source, or a run without PMU records); else None
+    """
+
+    tasks: tuple[RawTask, ...]
+    source: str
+    level0: bool
+    task_time: tuple[RawTask, ...] | None = None
+    counters: TaskCounters | None = None
+
+    def profiling_tasks(self) -> list[ProfilingTask]:
+        c = _accelerated()
+        if c is not None and isinstance(self.tasks, tuple):
+            found: list[ProfilingTask] = c.public_tasks(self.tasks, ProfilingTask)
+            return found
+        # RawTask.task() of each, built without a Python frame: (task_id, name, type, duration, device)
+        return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, self.tasks)))
+
+    def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
+        """Per device (in order of appearance): its tasks and, when read, their counters."""
+        indexes: dict[int | None, list[int]] = {}
+        for index, raw in enumerate(self.tasks):
+            indexes.setdefault(raw.device, []).append(index)
+        counters = self.counters
+        return {
+            device: (
+                tuple(self.tasks[i].task() for i in picked),
+                counters.select(picked) if counters is not None else None,
+            )
+            for device, picked in indexes.items()
+        }
+
+    def by_device(self) -> dict[int | None, tuple[ProfilingTask, ...]]:
+        out: dict[int | None, list[ProfilingTask]] = {}
+        for raw in self.tasks:
+            out.setdefault(raw.device, []).append(raw.task())
+        return {device: tuple(tasks) for device, tasks in out.items()}

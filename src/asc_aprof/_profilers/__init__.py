@@ -1,0 +1,1 @@
+"""The profilers: the per-call protocol, the sync and async faces, bench and tune."""

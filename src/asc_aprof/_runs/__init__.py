@@ -1,0 +1,3 @@
+"""Run reading: the front door (open_run), the CSV and raw readers, timelines, the plan steps and
+the two drivers.
+"""

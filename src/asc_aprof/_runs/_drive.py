@@ -1,0 +1,189 @@
+"""The two drivers of every plan: one blocking (:func:`drive`), one awaiting (:func:`drive_async`).
+
+A plan (see :mod:`asc_aprof._runs._steps`) yields steps; a driver does each one and sends back the
+outcome, or throws the step's exception into the plan, so the plan decides what an interrupt means
+at every point. The drivers differ only in how they wait:
+
+* blocking: latches are waited on, exports run with :func:`~asc_aprof._cann._export.run_export`, CSVs
+  are read in 1 MiB chunks, raw data and offloaded work run inline;
+* awaiting: latches wake the task through its event loop, exports run through anyio's process
+  API, CSVs are read in 32 KiB slices between checkpoints, and raw data and offloaded work run
+  in a worker thread, so the event loop never waits on them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Final, TypeVar
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from .._cann._collector import DeviceTasks, remove_run_dir, timeout_error
+from .._cann._export import run_export, run_export_async
+from .._cann._runguard import exporting, exporting_async
+from .._model._records import ProfilingTask
+from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
+from ._raw_files import read_run, read_run_async
+from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
+
+T = TypeVar("T")
+
+
+def perform(step: Step) -> Any:
+    """One step, done by blocking this thread."""
+    if isinstance(step, Wait):
+        if not step.latch.wait(step.timeout) and step.strict:
+            raise timeout_error(step.what, step.timeout)
+        return None
+    if isinstance(step, ReadRaw):
+        return read_run(step.run_dir, counters=step.counters)
+    if isinstance(step, Export):
+        with exporting(step.run_dir):
+            return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
+    if isinstance(step, Parse):
+        return gather(iter_file_batches(step.files, counters=step.counters), counters=step.counters)
+    if isinstance(step, Offload):
+        return step.fn()
+    if isinstance(step, Release):
+        step.box.clear()
+        return None
+    remove_run_dir(step.run_dir, step.root, step.reason)
+    return None
+
+
+def drive(steps: Generator[Any, Any, T], perform: Callable[[Any], Any] = perform) -> T:
+    """Run a plan to its end, blocking; exceptions of a step are thrown back into it.
+
+    *perform* does one step (default: the steps of :mod:`asc_aprof._runs._steps`); plans with steps of
+    their own (bench, tune, the Ray sweep) pass theirs, so every plan runs on this one loop.
+    """
+    outcome: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(outcome) if failure is None else steps.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        outcome, failure = None, None
+        try:
+            outcome = perform(step)
+        except BaseException as exc:
+            failure = exc
+
+
+async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None) -> Any:
+    """One step, awaited; *limiter* bounds concurrent exports (waiters hold no token)."""
+    if isinstance(step, Wait):
+        with anyio.CancelScope(shield=step.shield):
+            done = await step.latch.wait_async(step.timeout)
+        if not done and step.strict:
+            raise timeout_error(step.what, step.timeout)
+        return None
+    if isinstance(step, ReadRaw):
+        return await read_run_async(step.run_dir, counters=step.counters)
+    if isinstance(step, Export):
+        # The run's slot first: waiting for another export of it must not hold a limiter token.
+        async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
+            return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
+    if isinstance(step, Parse):
+        return await _parse_async(step)
+    if isinstance(step, Offload):
+        # Cancelled: returns at once; the thread finishes its (side-effect free) work unseen.
+        return await anyio.to_thread.run_sync(step.fn, abandon_on_cancel=True)
+    if isinstance(step, Release):
+        await release(step.box)
+        return None
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(remove_run_dir, step.run_dir, step.root, step.reason)
+    return None
+
+
+async def drive_async(
+    steps: Generator[Any, Any, T],
+    limiter: anyio.CapacityLimiter | None = None,
+    *,
+    perform: Callable[[Any], Awaitable[Any]] | None = None,
+) -> T:
+    """Run a plan to its end, awaiting; exceptions of a step are thrown back into it.
+
+    *perform* awaits one step (default: :func:`perform_async` with *limiter*), as for :func:`drive`.
+    """
+    outcome: Any = None
+    failure: BaseException | None = None
+    while True:
+        try:
+            step = steps.send(outcome) if failure is None else steps.throw(failure)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        outcome, failure = None, None
+        try:
+            outcome = await (perform(step) if perform is not None else perform_async(step, limiter))
+        except BaseException as exc:
+            failure = exc
+
+
+async def _parse_async(step: Parse) -> dict[int | None, DeviceTasks]:
+    if step.counters:
+        split = DeviceSplit(True)
+        async with contextlib.aclosing(aiter_file_batches(step.files, counters=True)) as counted:
+            async for found in counted:
+                split.add(found)
+                await anyio.lowlevel.checkpoint()
+        return split.per_device()
+    per_device: dict[int | None, list[ProfilingTask]] = {}
+    async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
+        async for batch in batches:
+            for task in batch:
+                per_device.setdefault(task.device, []).append(task)
+    return await freeze(per_device)
+
+
+async def freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int | None, DeviceTasks]:
+    """Turn the per-device lists into the tuples results share, releasing the lists in slices.
+
+    ``tuple(list)`` is one C call (about 16 ms per million tasks here); dropping a million-item
+    list at once is another ~10 ms, so that part is done in slices between checkpoints.
+    """
+    frozen: dict[int | None, DeviceTasks] = {}
+    for device, tasks in per_device.items():
+        frozen[device] = (tuple(tasks), None)
+        await anyio.lowlevel.checkpoint()
+        while tasks:
+            del tasks[-_RELEASE_SLICE:]
+            await anyio.lowlevel.checkpoint()
+    return frozen
+
+
+_RELEASE_SLICE: Final = 1 << 17
+#: records freed per checkpoint by :func:`release` (each frees a dozen objects or so)
+_FREE_SLICE: Final = 1 << 13
+
+
+async def release(box: list[Any]) -> None:
+    """Empty *box*, freeing what it held in bounded slices between checkpoints.
+
+    A :class:`~asc_aprof._plans._raw.RawResult` (or a tuple or list of records) freed at once is one long
+    operation on the loop's thread. Here its records are first copied into a list in slices (the
+    tuple then goes with a decrement per record, nothing freed), and the list is emptied a slice at
+    a time. Cancelled: what is left is freed at once (the references go with the frames).
+    """
+    while box:
+        held = box.pop()
+        records = getattr(held, "tasks", held)
+        del held
+        if not isinstance(records, tuple | list) or len(records) < _FREE_SLICE:
+            del records
+            await anyio.lowlevel.checkpoint()
+            continue
+        kept: list[Any] = []
+        for start in range(0, len(records), _FREE_SLICE):
+            kept.extend(records[start : start + _FREE_SLICE])
+            await anyio.lowlevel.checkpoint()
+        del records
+        await anyio.lowlevel.checkpoint()
+        while kept:
+            del kept[-_FREE_SLICE:]
+            await anyio.lowlevel.checkpoint()
