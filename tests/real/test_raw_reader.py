@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, UsageError, sim
+from asc_aprof import AsyncProfiler, Profiler, ProfilingTask, Toolkit, sim
 from asc_aprof._model._progress import ProgressEvent
 from asc_aprof._plans._raw import Declined, DeclineReason, RawReadDeclined, RawResult
 from asc_aprof._runs._raw_files import read_run, read_run_async
@@ -189,10 +189,15 @@ def test_store_result_of_an_unexported_run_reads_it_natively(
     assert not (result_path / run_id / "mindstudio_profiler_output").exists()  # msprof.py never ran
 
 
-def test_msprof_reader_keeps_the_old_rule(tmp_path: Path, real_toolkit: Toolkit) -> None:
+def test_msprof_reader_exports_a_run_without_csvs(tmp_path: Path, real_toolkit: Toolkit) -> None:
+    """The one policy (DECISIONS 23): reader='msprof' reads the run's CSVs, else exports it first."""
     result_path, run_id = fresh("310b_addcmul", tmp_path)
-    with pytest.raises(UsageError, match="export"):
-        Profiler(result_path, toolkit=real_toolkit, reader="msprof").store_result(run_id)
+    profiler = Profiler(result_path, toolkit=real_toolkit, reader="msprof", export_timeout=300)
+    result = profiler.store_result(run_id)
+    assert (result_path / run_id / "mindstudio_profiler_output").is_dir()  # the real msprof.py ran
+    assert (
+        result.tasks == Profiler(result_path, toolkit=real_toolkit, reader="raw").store_result(run_id).tasks
+    )
     with pytest.raises(ValueError, match="reader must be one of"):
         Profiler(result_path, toolkit=real_toolkit, reader="fast")
 

@@ -70,14 +70,18 @@ def _listing(run_dir: Path) -> dict[str, list[str]]:
     return listing
 
 
-def _files(path: Path) -> tuple[RunPlan, dict[str, bytes]]:
-    """The run's plan and the bytes of every file it wants, read by the reading rule (_files).
+def _files(path: Path, counters: bool = True) -> tuple[RunPlan, dict[str, bytes]]:
+    """The run's plan and the bytes of every file it wants, read by the reading rule (_files);
+    without *counters* the PMU records (``ffts_profile``, a third of a run's bytes) are not read.
 
     :raises RunFileError: a link, a FIFO or another special file, or a file over its bound
     """
     plan = RunPlan.from_listing(_listing(path))
     files: dict[str, bytes] = {}
+    skipped = set() if counters else {p for dev in plan.devices for p in dev.ffts}
     for rel in plan.wanted:
+        if rel in skipped:
+            continue
         bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
             files[rel] = read_in_run(path, path / rel, bound)
@@ -97,7 +101,7 @@ def read_run(
     path = Path(run_dir)
     try:
         with _gc_paused():
-            return decode_run(*_files(path), with_task_time=with_task_time, with_counters=counters)
+            return decode_run(*_files(path, counters), with_task_time=with_task_time, with_counters=counters)
     except DeclinedError as exc:
         return exc.declined
     except RunFileError:
@@ -115,7 +119,7 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
     """
     try:
         with _gc_paused():
-            return export_rows(*_files(Path(run_dir)), pmu=pmu)
+            return export_rows(*_files(Path(run_dir), pmu), pmu=pmu)
     except DeclinedError as exc:
         return exc.declined
 
