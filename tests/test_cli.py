@@ -97,8 +97,9 @@ def test_summary_without_toolkit_is_one_clear_line(
     monkeypatch.delenv("ASCEND_TOOLKIT_HOME", raising=False)
     code, out, err = run_cli(capsys, "summary", str(result_dir), "--reader", "msprof")
     assert code == 1 and out == ""
-    assert err.count("\n") == 1 and err.startswith("asc-aprof: error: no CANN toolkit found")
-    assert "--simulate" in err and "Traceback" not in err
+    assert err.count("\n") == 1 and err.startswith("asc-aprof: error: run PROF_")
+    assert "msprof.py export: no CANN toolkit found" in err  # each source's reason, in one line
+    assert "--simulate" in err and "toolkit=" not in err and "Traceback" not in err
 
 
 def _no_cann(result_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -143,7 +144,7 @@ async def test_read_columns_of_a_run_not_exported(simctl: SimControl, result_dir
     counted = read_columns(run, counters=True)  # the PMU records are read natively too
     assert not find_summary_csvs(run) and counted.counters is not None and len(counted.counters) == 60
     (run / "device_0" / "data").rename(run / "device_0" / "gone")
-    with pytest.raises(UsageError, match="raw reader declined it"):
+    with pytest.raises(UsageError, match="raw data: missing_file: device_0/data has no stars_soc"):
         await aread_columns(run)
     (run / "device_0" / "gone").rename(run / "device_0" / "data")
     run_export(sim.toolkit(), run)

@@ -23,8 +23,9 @@ from asc_aprof._model._records import make_result
 
 def test_stats_and_verdict_helpers_are_public() -> None:
     for name in ("kernel_stats", "compare_tasks", "KernelStats", "KernelChange", "TaskCounters", "Verdict"):
-        assert name in asc_aprof.__all__ and getattr(asc_aprof, name).__module__ == "asc_aprof"
-    assert {"VERDICT_RULE", "VerdictKind", "bound_verdict"} <= set(asc_aprof.__all__)
+        assert name in asc_aprof.stats.__all__ and getattr(asc_aprof, name).__module__ == "asc_aprof"
+        assert getattr(asc_aprof.stats, name) is getattr(asc_aprof, name)
+    assert {"VERDICT_RULE", "VerdictKind", "bound_verdict"} <= set(asc_aprof.stats.__all__)
 
 
 # -- the rule, threshold by threshold ---------------------------------------------------------------

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import contextlib as _contextlib
 import importlib as _importlib
-from typing import TYPE_CHECKING, Any
+import typing as _typing
 
 from ._version import __version__
 
-if TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
     from . import report as report
     from . import sim as sim
     from . import stats as stats
@@ -223,7 +223,7 @@ __all__ = (
 )
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _WHERE.get(name)
     if module is None:
         if name in _SUBMODULES:

@@ -256,6 +256,16 @@ class Progress:
             self._bar.stop()
 
 
+def print_collection(infos: Sequence[RunInfo]) -> None:
+    """What the runs say of their collection (chip, CANN, level, metric group, start), after a
+    table, wrapped to the terminal. The source each was read from is in ``--json``: the table
+    is the same whichever source gave the tasks."""
+    line = collection_line(infos)
+    if line:
+        width = terminal_width()
+        print("\n".join(textwrap.wrap(f"collection: {line}", width)) if width else f"collection: {line}")
+
+
 def fmt(value: float) -> str:
     return f"{value:.3f}"
 
@@ -489,17 +499,15 @@ def cmd_summary(args: argparse.Namespace) -> int:
         tasks = [t for c in columns for t in c.iter_tasks()]  # only to say why nothing matched
         raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
     runs = ", ".join(run_ids)
-    collection = collection_line(infos)
-    if collection:
-        sources = sorted({i.source.value for i in infos if i.source is not None})
-        print(f"{collection} · read from {', '.join(sources)}" if sources else collection)
     if args.metrics:
         print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
+        print_collection(infos)
         judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
         if any(s.verdict is not None and s.verdict.kind in judged for s in stats):
             print_metrics_legend()
         return 0
     print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
+    print_collection(infos)
     if all(s.type in CONTROL_TASK_TYPES for s in stats):
         print(
             "note: no kernel was recorded; these are CANN control tasks (name N/A), which the export "

@@ -250,11 +250,14 @@ async def test_async_user_result_path_is_never_deleted(toolkit: Toolkit, tmp_pat
 def test_cleanup_true_does_not_follow_a_symlink_inside_the_run(toolkit: Toolkit, tmp_path: Path) -> None:
     user, _ = user_tree(tmp_path)
     profiler = Profiler(toolkit=toolkit)  # the library's temporary root: cleanup=True deletes
-    with profiler.profile(cleanup=True) as run:
+    # the read refuses a run with a link below it (DECISIONS 23) and keeps the run, as after any error
+    with pytest.raises(UsageError, match="escape: is a symbolic link"), profiler.profile(cleanup=True) as run:
         sim.launch("k")
         assert run.run_dir is not None
         (run.run_dir / "escape").symlink_to(user)
-    assert run.run_dir is not None and not os.path.lexists(run.run_dir)
+    assert run.run_dir is not None and os.path.lexists(run.run_dir)
+    assert profiler.cleanup() == [run.run_dir]  # removes the link itself, not what it points to
+    assert not os.path.lexists(run.run_dir)
     assert_user_tree_intact(user)
 
 

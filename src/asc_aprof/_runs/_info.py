@@ -59,6 +59,7 @@ class RunInfo:
         ``PipeUtilizationExct``), None where none was collected
     :ivar devices: the ``device_N`` folders' devices
     :ivar collected_at: when the collection began (``host/start_info``, UTC), else None
+    :ivar simulated: the run was made by the simulated toolkit (``asc_aprof.sim``)
     :ivar source: the source the latest read used (None before the first read)
     :ivar skipped: the sources tried before it, each with why it was not used
     """
@@ -72,6 +73,7 @@ class RunInfo:
     metrics: str | None = None
     devices: tuple[int, ...] = ()
     collected_at: _dt.datetime | None = None
+    simulated: bool = False
     source: RunSource | None = None
     skipped: tuple[Skipped, ...] = ()
 
@@ -86,6 +88,7 @@ class RunInfo:
             "metrics": self.metrics,
             "devices": list(self.devices),
             "collected_at": self.collected_at.isoformat() if self.collected_at else None,
+            "simulated": self.simulated,
             "source": self.source.value if self.source else None,
             "skipped": [str(s) for s in self.skipped],
         }
@@ -127,7 +130,7 @@ def read_info(run: Path) -> RunInfo:
     if devices and not start:
         start = _device_file(run, f"device_{devices[0]}", "start_info")
     platform = str(info.get("platform_version", ""))
-    chip = info.get("aprofsim_chip") or CHIPS.get(platform) or (f"platform {platform}" if platform else None)
+    chip = CHIPS.get(platform) or info.get("aprofsim_chip") or (f"platform {platform}" if platform else None)
     driver = info.get("drvVersion")
     level = sample.get("profLevel") or sample.get("prof_level")
     metrics = sample.get("ai_core_metrics") or sample.get("aicMetrics")
@@ -141,6 +144,7 @@ def read_info(run: Path) -> RunInfo:
         metrics=str(metrics) if metrics else None,
         devices=devices,
         collected_at=_begin(start),
+        simulated=bool(info.get("simulator")),
     )
 
 
@@ -159,7 +163,7 @@ def collection_line(runs: Sequence[RunInfo]) -> str:
         return ""
     parts: list[str] = []
     for label, values in (
-        ("", {r.chip for r in runs}),
+        ("", {f"{r.chip} (simulated)" if r.simulated else r.chip for r in runs}),
         ("CANN ", {r.cann_version for r in runs}),
         ("task time ", {r.level for r in runs}),
         ("metrics ", {r.metrics for r in runs}),

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
@@ -42,6 +43,7 @@ import anyio.lowlevel
 
 from .._cann._discovery import discover_toolkit
 from .._cann._export import DEFAULT_EXPORT_TIMEOUT
+from .._cann._files import check_tree
 from .._cann._layout import MERGED_DIR, RUN_PATTERN, CsvFile, find_summary_csvs, is_run_dir, list_runs
 from .._cann._layout import resolve_run as _resolve_in
 from .._cann._runguard import wait_for_export, wait_for_export_async
@@ -92,6 +94,8 @@ class RunUnreadable(UsageError):
     def __init__(self, path: Path, skipped: Sequence[Skipped], *, flags: bool = False) -> None:
         self.path = path
         self.skipped = tuple(skipped)
+        #: the run was made by the simulated toolkit (its export needs that toolkit)
+        self.simulated = read_info(path).simulated
         super().__init__(self.message(flags=flags))
 
     def message(self, *, flags: bool) -> str:
@@ -102,6 +106,12 @@ class RunUnreadable(UsageError):
     def _fix(self, flags: bool) -> str:
         sources = {s.source for s in self.skipped}
         raw_reason = next((s.reason for s in self.skipped if s.source is RunSource.RAW), "")
+        if self.simulated and RunSource.EXPORT in sources:
+            return (
+                "pass --simulate (the run was made by the simulated toolkit, whose msprof.py exports it)"
+                if flags
+                else "pass toolkit=asc_aprof.sim.toolkit() (the run was made by the simulated toolkit)"
+            )
         if RunSource.EXPORT not in sources:
             # reader='raw': only the raw data was tried
             other = "--reader auto" if flags else "reader='auto'"
@@ -146,6 +156,9 @@ def obtain(
     :raises RunUnreadable: no source gives the tasks (every reason named)
     :raises ExportError: the export failed (the skipped sources' reasons first)
     """
+    # The one rule, before any source: no link and no special file anywhere below the run (a
+    # source that does not read it now, a later export would write through it).
+    yield Offload(functools.partial(check_tree, run_dir))
     skipped: list[Skipped] = []
     if reader is not Reader.MSPROF:
         outcome: RawResult | Declined = yield ReadRaw(run_dir, counters)

@@ -86,7 +86,8 @@ class Timeline:
     run_id: str
     tasks: tuple[TimedTask, ...]
     cases: Mapping[int | None, str] = dataclasses.field(default_factory=dict)
-    info: RunInfo | None = None
+    #: not compared: two timelines of the same tasks are equal whichever source gave them
+    info: RunInfo | None = dataclasses.field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cases", types.MappingProxyType(dict(self.cases)))
