@@ -17,6 +17,10 @@
  * (printed starts of the Decimal path, durations out of range) are handed to a Python callable
  * or to float.__round__.
  *
+ * Every loop over a run's records or tasks passes release points (_release.h), and sorting
+ * runs with the GIL released, so that an event loop in another thread keeps running while a
+ * decode does.
+ *
  * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
  */
 #ifndef Py_LIMITED_API
@@ -30,6 +34,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_release.h"
 
 #include <float.h>
 
@@ -579,6 +584,7 @@ printed_all(PyObject *Py_UNUSED(module), PyObject *args)
         goto error;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *text, *value;
         if (printed_one(&p, PyList_GetItem(values, i), want_text, &text, &value) < 0) {
             goto error;
@@ -629,6 +635,7 @@ static int
 small_ints(PyObject *list, Py_ssize_t n, long limit, uint32_t *out)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *item = PyList_GetItem(list, i);
         if (!PyLong_Check(item)) {
             return 0;
@@ -664,25 +671,28 @@ counter_obj(const Records *r, Py_ssize_t i)
     return PyLong_FromUnsignedLongLong(r->counters[i]);
 }
 
-/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
-static PyObject *
-pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+/* The scratch arrays of pair_records, for n records. */
+typedef struct {
+    Keyed *order;
+    Py_ssize_t *group_of, *first, *members;
+    Keyed *pairs; /* key: start, index: pair # */
+    Py_ssize_t *pair_end, *pair_start;
+    size_t size;
+    Slot *table;
+} PairWork;
+
+/* The pairing of pair_records in C arrays only (no Python object, no Python API: it runs with
+ * the GIL released): w->pairs in start order, each pair's records in w->pair_start and
+ * w->pair_end. Returns the number of pairs. */
+static Py_ssize_t
+pair_indices(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
-    PyObject *result = NULL;
-    Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
-    Py_ssize_t *group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    Py_ssize_t *members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Keyed *pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1)); /* key: start, index: pair # */
-    Py_ssize_t *pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Py_ssize_t *pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    size_t size = table_size(n);
-    Slot *table = PyMem_Malloc(sizeof(Slot) * size);
-    if (!order || !group_of || !first || !members || !pairs || !pair_end || !pair_start || !table) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Keyed *order = w->order, *pairs = w->pairs;
+    Py_ssize_t *group_of = w->group_of, *first = w->first, *members = w->members;
+    Py_ssize_t *pair_end = w->pair_end, *pair_start = w->pair_start;
+    size_t size = w->size;
+    Slot *table = w->table;
     for (Py_ssize_t i = 0; i < n; i++) {
         order[i].key = r->times[i];
         order[i].index = i;
@@ -757,12 +767,40 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         }
     }
     stable_sort(pairs, npairs);
+    return npairs;
+}
+
+/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
+static PyObject *
+pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+{
+    Py_ssize_t n = r->n;
+    PyObject *result = NULL;
+    PairWork w;
+    w.order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    w.members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.size = table_size(n);
+    w.table = PyMem_Malloc(sizeof(Slot) * w.size);
+    if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
+        || !w.table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t npairs;
+    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(r, &w));
     result = PyList_New(npairs);
     if (result == NULL) {
         goto done;
     }
+    const double *times = r->times;
     for (Py_ssize_t k = 0; k < npairs; k++) {
-        Py_ssize_t pair = pairs[k].index, s = pair_start[pair], e = pair_end[pair];
+        RELEASE_POINT(k, RELEASE_OBJECTS);
+        Py_ssize_t pair = w.pairs[k].index, s = w.pair_start[pair], e = w.pair_end[pair];
         double s_time = times[s];
         PyObject *items[8] = {
             PyLong_FromUnsignedLong(r->stream[s]),
@@ -782,14 +820,14 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         PyList_SetItem(result, k, record);
     }
 done:
-    PyMem_Free(order);
-    PyMem_Free(group_of);
-    PyMem_Free(first);
-    PyMem_Free(members);
-    PyMem_Free(pairs);
-    PyMem_Free(pair_end);
-    PyMem_Free(pair_start);
-    PyMem_Free(table);
+    PyMem_Free(w.order);
+    PyMem_Free(w.group_of);
+    PyMem_Free(w.first);
+    PyMem_Free(w.members);
+    PyMem_Free(w.pairs);
+    PyMem_Free(w.pair_end);
+    PyMem_Free(w.pair_start);
+    PyMem_Free(w.table);
     return result;
 }
 
@@ -870,6 +908,7 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *counter = PyList_GetItem(counters, i);
         if (!known_header(r.head[i], nnames) || !PyLong_Check(counter)) {
             result = new_ref(Py_None); /* declined by the pure code */
@@ -946,6 +985,7 @@ paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         const unsigned char *rec = data + i * STARS_SIZE;
         uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
         uint32_t stream = le16(rec + 4);
@@ -1034,6 +1074,7 @@ table4_init(Table4 *t, Py_ssize_t n)
         return -1;
     }
     for (size_t s = 0; s < t->size; s++) {
+        RELEASE_POINT(s, RELEASE_PLAIN);
         t->slots[s].index = -1;
     }
     return 0;
@@ -1108,6 +1149,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     static const Py_ssize_t HOST_KEY[4] = {1, 2, 3, 4}, DEVICE_KEY[4] = {0, 1, 2, 0};
     for (Py_ssize_t i = 0; i < nh; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *h = PyList_GetItem(host, i);
         int64_t k[4];
         if (!PyTuple_Check(h) || PyTuple_Size(h) < 6 || !key4(h, HOST_KEY, k)) {
@@ -1123,6 +1165,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
         table4_put(&hosts, slot, k, hash, i);
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *t = PyList_GetItem(device, i);
         int64_t k[4];
         if (!PyTuple_Check(t) || PyTuple_Size(t) != 8 || !key4(t, DEVICE_KEY, k)) {
@@ -1153,13 +1196,14 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_ssize_t m = nd;
     for (Py_ssize_t i = 0; i < nh; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         if (!matched[i]) {
             order[m].key = -1.0; /* start -1: the device never ran it */
             order[m].index = nd + i;
             m++;
         }
     }
-    stable_sort(order, m);
+    RELEASED_IF(m > RELEASE_SECTION, stable_sort(order, m));
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
     result = PyList_New(m);
@@ -1168,6 +1212,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t r = 0; r < m; r++) {
+        RELEASE_POINT(r, RELEASE_OBJECTS);
         Py_ssize_t index = order[r].index;
         PyObject *items[10];
         if (index < nd) {
@@ -1254,6 +1299,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     int have_last = 0;
     double last = 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *a = PyList_GetItem(ascend, i);
         if (!PyTuple_Check(a) || PyTuple_Size(a) != 10) {
             goto fallback;
@@ -1312,6 +1358,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_ssize_t nj = PyList_Size(joined);
     for (Py_ssize_t i = 0; i < nj; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *pair = PyList_GetItem(joined, i);
         PyObject *a = PyTuple_GetItem(pair, 0), *g = PyTuple_GetItem(pair, 1);
         PyObject *a_duration = PyTuple_GetItem(a, 5);
@@ -1432,6 +1479,7 @@ of_device(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *record = seq_item(records, i);
         int found = of_device_one(record, device);
         if (found < 0 || (found && PyList_Append(out, record) < 0)) {
@@ -1464,6 +1512,7 @@ ge_index(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *g = seq_item(records, i);
         int found = of_device_one(g, device);
         if (found < 0) {
@@ -1534,6 +1583,7 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     }
     static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *raw = PyTuple_GetItem(tasks, i);
         if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
             PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
