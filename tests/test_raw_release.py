@@ -1,19 +1,25 @@
 """What keeps an event loop running while the raw reader decodes in another thread: the switch
-interval pinned low while any decode runs (and restored after the last)."""
+interval pinned low while any decode runs (and restored after the last), and big containers taken
+apart and made in steps (C and pure code alike)."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
-from asc_aprof._raw import RawResult, _driver, _run, read_run
+from asc_aprof import ProfilingTask
+from asc_aprof._raw import RawResult, RawTask, _accel, _driver, _run, read_run
 from asc_aprof._raw._driver import SWITCH_INTERVAL, _SwitchPin
+from asc_aprof._raw._steps import empty, to_tuple
 
 from .reference import REAL_RUNS, real_run_names
+
+needs_c = pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built")
 
 
 def interval_is(seconds: float) -> bool:
@@ -29,6 +35,24 @@ def interval() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(saved)
+
+
+@pytest.fixture(params=["c", "pure"])
+def accelerated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Runs the test with the C loops and with the pure code."""
+    if request.param == "c" and _accel.C is None:
+        pytest.skip("the optional C extension _cdevice is not built")
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(_accel, "ACCELERATED", request.param == "c")
+    return bool(request.param == "c")
+
+
+def _result(count: int) -> RawResult:
+    tasks = tuple(
+        RawTask(i % 2, 1, i, 0, f"op{i}", "AI_CORE", "AI_CORE", i / 8, i * 125.0, i, i, i + 1)
+        for i in range(count)
+    )
+    return RawResult(tasks, "op_summary", False)
 
 
 # -- the switch interval ------------------------------------------------------------------------
@@ -113,3 +137,40 @@ def test_concurrent_read_runs_pin_the_interval_and_restore_it(
     assert len(results) == 2 and all(isinstance(r, RawResult) for r in results)
     assert results[0] == results[1]
     assert interval_is(0.01)
+
+
+# -- containers in steps ------------------------------------------------------------------------
+
+
+class _Record(NamedTuple):
+    number: int
+    name: str
+
+
+def test_empty_takes_lists_and_dicts_apart(accelerated: bool) -> None:
+    items = [_Record(i, f"n{i}") for i in range(1000)]
+    index = {(i, i + 1): [record] for i, record in enumerate(items)}
+    keep = items[:]
+    empty(items, None, index)
+    assert items == [] and index == {}
+    assert keep[999] == _Record(999, "n999")  # emptied, not the items themselves
+
+
+def test_to_tuple_moves_a_lists_items(accelerated: bool) -> None:
+    items = [_Record(i, f"n{i}") for i in range(1000)]
+    expected = tuple(items)
+    made = to_tuple(items)
+    assert made == expected and type(made) is tuple and items == []
+    assert to_tuple([]) == ()
+
+
+@needs_c
+def test_the_c_tuple_is_left_out_of_the_collector_only_where_no_item_may_be_in_a_cycle() -> None:
+    c = _accel.C
+    assert c is not None
+    records = c.public_tasks(_result(10).tasks, ProfilingTask)  # records of atoms: untracked
+    assert records and not any(gc.is_tracked(r) for r in records)
+    assert not gc.is_tracked(c.tuple_of(list(records)))
+    assert gc.is_tracked(c.tuple_of([[], *records]))  # a list may be in a cycle
+    assert gc.is_tracked(c.tuple_of([{}, *records]))  # so may a dict, tracked or not (yet)
+    assert gc.is_tracked(c.tuple_of([([],), *records]))  # and a tracked tuple

@@ -6,7 +6,8 @@
  * pick a device's host and GE tasks; top_down() joins device and host tasks; op_summary() joins
  * those with the GE tasks and prints, filters and builds the op_summary rows; printed_all() and
  * round3() are the printing and rounding they share with task_time; public_tasks() makes the
- * result's ProfilingTask records.
+ * result's ProfilingTask records; empty() and tuple_of() take big lists and dicts apart and make
+ * big tuples in steps (see _release.h).
  *
  * The contract with _run.py: every result is the pure code's, object for object equal (the
  * same floats from the same IEEE operations, no contraction into fused multiply-adds; the
@@ -1604,7 +1605,104 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     return out;
 }
 
+/* -- freeing ---------------------------------------------------------------------------------- */
+
+/* Items freed between two release points: each may free a record and its fields. */
+#define EMPTY_SLICE 64
+
+PyDoc_STRVAR(empty_doc,
+"empty(container, /)\n--\n\n"
+"Empties a list or dict a few items at a time, letting the GIL go in between (freeing a big\n"
+"container at once is one long operation); only for containers no other thread holds.");
+
+static PyObject *
+empty(PyObject *Py_UNUSED(module), PyObject *obj)
+{
+    if (PyList_Check(obj)) {
+        for (Py_ssize_t n = PyList_Size(obj); n > 0; n = PyList_Size(obj)) {
+            if (PyList_SetSlice(obj, n > EMPTY_SLICE ? n - EMPTY_SLICE : 0, n, NULL) < 0) {
+                return NULL;
+            }
+            release_gil();
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "empty: a list or dict");
+        return NULL;
+    }
+    /* popitem() until it is empty: the last entry each time, no key to hash or look up */
+    PyObject *pop = PyObject_GetAttrString(obj, "popitem");
+    if (pop == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0, n = PyDict_Size(obj); i < n; i++) {
+        RELEASE_POINT(i, EMPTY_SLICE);
+        PyObject *item = PyObject_CallNoArgs(pop);
+        if (item == NULL) {
+            Py_DECREF(pop);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(pop);
+    PyDict_Clear(obj); /* (empty already, unless the dict had a subclass's popitem) */
+    Py_RETURN_NONE;
+}
+
+/* Whether the cyclic GC may ever need to look at item: 0 for objects it does not handle and
+ * for untracked tuples (records included: nothing tracks a tuple again once it is untracked),
+ * as the collector itself decides for a tuple's items (_PyObject_GC_MAY_BE_TRACKED). */
+static int
+may_be_tracked(PyObject *item)
+{
+    if (!(PyType_GetFlags(Py_TYPE(item)) & Py_TPFLAGS_HAVE_GC)) {
+        return 0;
+    }
+    return !PyTuple_Check(item) || PyObject_GC_IsTracked(item);
+}
+
+PyDoc_STRVAR(tuple_of_doc,
+"tuple_of(items, /)\n--\n\n"
+"tuple(items) of a list, made in steps with release points, and the list emptied (its items\n"
+"moved, not copied). The tuple is left out of the cyclic GC where no item is tracked by it.");
+
+static PyObject *
+tuple_of(PyObject *Py_UNUSED(module), PyObject *list)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "tuple_of: a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(list);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    int tracked = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        PyObject *item = PyList_GetItem(list, i);
+        tracked |= may_be_tracked(item);
+        PyTuple_SetItem(out, i, new_ref(item));
+    }
+    /* A tuple of such items can never be part of a reference cycle, so the collector has
+     * nothing to find in it; tracked, every collection would visit each of its items. */
+    if (!tracked && PyObject_GC_IsTracked(out)) {
+        PyObject_GC_UnTrack(out);
+    }
+    PyObject *done = empty(NULL, list);
+    if (done == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"empty", empty, METH_O, empty_doc},
+    {"tuple_of", tuple_of, METH_O, tuple_of_doc},
     {"public_tasks", public_tasks, METH_VARARGS, public_tasks_doc},
     {"of_device", of_device, METH_VARARGS, of_device_doc},
     {"ge_index", ge_index, METH_VARARGS, ge_index_doc},
