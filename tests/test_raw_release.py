@@ -1,6 +1,6 @@
 """What keeps an event loop running while the raw reader decodes in another thread: the switch
-interval pinned low while any decode runs (and restored after the last), and big containers taken
-apart and made in steps (C and pure code alike)."""
+interval pinned low while any decode runs (and restored after the last), big containers taken
+apart and made in steps (C and pure code alike), and the public records built in slices."""
 
 from __future__ import annotations
 
@@ -174,3 +174,37 @@ def test_the_c_tuple_is_left_out_of_the_collector_only_where_no_item_may_be_in_a
     assert gc.is_tracked(c.tuple_of([[], *records]))  # a list may be in a cycle
     assert gc.is_tracked(c.tuple_of([{}, *records]))  # so may a dict, tracked or not (yet)
     assert gc.is_tracked(c.tuple_of([([],), *records]))  # and a tracked tuple
+
+
+# -- the public records in slices ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "stop"),
+    [(None, None), (0, 0), (0, 3), (3, 7), (5, None), (None, 4), (-3, None), (2, 100), (6, 2), (100, 200)],
+)
+def test_slices_of_the_public_records_are_the_slices_of_all(
+    accelerated: bool, start: int | None, stop: int | None
+) -> None:
+    result = _result(10)
+    every = [raw.task() for raw in result.tasks]
+    assert result.profiling_tasks() == every
+    got = result.profiling_tasks(start, stop)
+    assert got == every[start:stop]
+    assert all(type(task) is ProfilingTask for task in got)
+
+
+def test_slices_of_the_public_records_add_up_to_all(accelerated: bool) -> None:
+    result = _result(1000)
+    pieces = [task for at in range(0, 1000, 64) for task in result.profiling_tasks(at, at + 64)]
+    assert pieces == result.profiling_tasks() == [raw.task() for raw in result.tasks]
+    assert repr(pieces) == repr(result.profiling_tasks())
+
+
+@needs_c
+def test_the_c_public_records_check_their_range() -> None:
+    assert _accel.C is not None
+    tasks = _result(3).tasks
+    for start, stop in ((-1, 2), (2, 1), (0, 4)):
+        with pytest.raises(ValueError, match="start <= stop"):
+            _accel.C.public_tasks(tasks, ProfilingTask, start, stop)

@@ -1562,22 +1562,31 @@ error:
 /* -- the public records ---------------------------------------------------------------------- */
 
 PyDoc_STRVAR(public_tasks_doc,
-"public_tasks(tasks, cls, /)\n--\n\n"
+"public_tasks(tasks, cls, start=0, stop=len(tasks), /)\n--\n\n"
 "RawResult.profiling_tasks: cls(task_id, name, type, duration, device) of every RawTask of the\n"
-"tuple tasks (its fields 2, 4, 5, 7 and 0).");
+"tuple tasks[start:stop] (its fields 2, 4, 5, 7 and 0; 0 <= start <= stop <= len(tasks)).");
 
 static PyObject *
 public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *tasks, *cls;
-    if (!PyArg_ParseTuple(args, "O!O:public_tasks", &PyTuple_Type, &tasks, &cls)) {
+    Py_ssize_t start = 0, stop = -1;
+    if (!PyArg_ParseTuple(args, "O!O|nn:public_tasks", &PyTuple_Type, &tasks, &cls, &start, &stop)) {
         return NULL;
     }
     allocfunc alloc = record_alloc(cls, "public_tasks: cls");
     if (alloc == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PyTuple_Size(tasks);
+    Py_ssize_t size = PyTuple_Size(tasks);
+    if (PyTuple_Size(args) < 4) {
+        stop = size;
+    }
+    if (start < 0 || stop < start || stop > size) {
+        PyErr_SetString(PyExc_ValueError, "public_tasks: needs 0 <= start <= stop <= len(tasks)");
+        return NULL;
+    }
+    Py_ssize_t n = stop - start;
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         return NULL;
@@ -1585,7 +1594,7 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_OBJECTS);
-        PyObject *raw = PyTuple_GetItem(tasks, i);
+        PyObject *raw = PyTuple_GetItem(tasks, start + i);
         if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
             PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
             Py_DECREF(out);
