@@ -21,6 +21,8 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 SIM_PACKAGE = Path("asc_aprof") / "sim"
+#: Included by the raw reader's C loops (release points: see the header).
+RAW_HEADERS = ("src/asc_aprof/_plans/_raw/_release.h",)
 
 
 def _buildspec() -> ModuleType:
@@ -60,12 +62,14 @@ class BuildExtWithSimulator(build_ext):
         return [*super().get_outputs(), *getattr(self, "_sim_outputs", [])]
 
 
-def _accelerator(name: str, source: str, extra_compile_args: list[str] | None = None) -> Extension:
+def _accelerator(
+    name: str, source: str, extra_compile_args: list[str] | None = None, depends: tuple[str, ...] = ()
+) -> Extension:
     """An optional C accelerator: abi3 for CPython 3.10 and later, skipped where it cannot build."""
     return Extension(
         name,
         [source],
-        depends=["src/asc_aprof/_plans/_record_new.h"],
+        depends=["src/asc_aprof/_plans/_record_new.h", *depends],
         optional=True,
         define_macros=[("Py_LIMITED_API", "0x030A0000")],
         extra_compile_args=extra_compile_args or [],
@@ -76,12 +80,15 @@ def _accelerator(name: str, source: str, extra_compile_args: list[str] | None = 
 setup(
     ext_modules=[
         _accelerator("asc_aprof._plans._cparser", "src/asc_aprof/_plans/_cparser.c"),
-        _accelerator("asc_aprof._plans._raw._chost", "src/asc_aprof/_plans/_raw/_chost.c"),
+        _accelerator(
+            "asc_aprof._plans._raw._chost", "src/asc_aprof/_plans/_raw/_chost.c", depends=RAW_HEADERS
+        ),
         _accelerator(
             "asc_aprof._plans._raw._cdevice",
             "src/asc_aprof/_plans/_raw/_cdevice.c",
             # Python rounds after every float operation: no fused multiply-adds.
             [] if sys.platform == "win32" else ["-ffp-contract=off"],
+            depends=RAW_HEADERS,
         ),
     ],
     cmdclass={"build_ext": BuildExtWithSimulator},

@@ -255,16 +255,16 @@ def tree() -> HostRecords:
 def test_the_c_loops_make_the_tasks_a_tree_gives() -> None:
     tables = host_tables(tree(), level0=False, all_export=True, accelerated=True)
     invalid = 4294967295
-    assert tables.host_tasks == (
+    assert tables.host_tasks == [
         HostTask(0, 2, 1, invalid, 0, "KERNEL_AIVEC", "kernel_b", 30),
         HostTask(0, 2, 2, invalid, 0, "KERNEL_MIX_AIC", "kernel_b", 31),
         HostTask(0, 2, 2, 0, 0, "KERNEL_MIX_AIC", "kernel_b", 31),
         HostTask(0, 3, 3, invalid, 0, "EVENT_RECORD", "N/A", 32),
-    )
-    assert tables.ge_tasks == (
+    ]
+    assert tables.ge_tasks == [
         GeTask(0, 2, 1, invalid, 0, "node_a", "AI_VECTOR_CORE", 8, 16),
         GeTask(0, 2, 2, invalid, 0, "node_a", "AI_VECTOR_CORE", 8, 16),
-    )
+    ]
     assert all(type(t) is HostTask for t in tables.host_tasks)
     assert all(type(g) is GeTask for g in tables.ge_tasks)
 
@@ -293,7 +293,7 @@ def test_both_decline_hccl_nodes_and_skip_ffts_plus_ones() -> None:
     declines(records, False, "HCCL node 'node_a'")
     records.node_basics = [records.node_basics[0]._replace(task_type=6)]
     tables = host_tables(records, level0=False, all_export=True, accelerated=True)
-    assert tables.ge_tasks == () and tables == host_tables(
+    assert tables.ge_tasks == [] and tables == host_tables(
         records, level0=False, all_export=True, accelerated=False
     )
 
@@ -367,7 +367,12 @@ def test_real_runs_read_the_same_with_c_and_pure_loops(
     seen: list[tuple[HostRecords, dict[str, bool]]] = []
 
     def capture(records: HostRecords, **flags: bool) -> _host.HostTables:
-        seen.append((records, flags))
+        # a copy: the decode empties its records once it has the tables (freed in steps)
+        copied = HostRecords(records.hashes, records.types)
+        for kind in ("apis", "node_basics", "tensors", "contexts", "tracks"):
+            setattr(copied, kind, list(getattr(records, kind)))
+        copied.in_place = dict(records.in_place)
+        seen.append((copied, flags))
         return host_tables(records, **flags)
 
     monkeypatch.setattr(_run, "host_tables", capture)

@@ -7,9 +7,11 @@ import functools
 import gc
 import logging
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import anyio.to_thread
 
@@ -20,7 +22,37 @@ from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawRead
 logger = logging.getLogger("asc_aprof")
 
 
-class _GcPause:
+class _WhileDecoding:
+    """A process-wide setting changed while at least one decode runs, in any thread, and put back
+    after the last one ends: ``with pause():`` around each decode; the first in changes it
+    (:meth:`_begin`), the last out restores it (:meth:`_end`), both under the lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decoding = 0  # guarded by _lock: decodes running now
+
+    def _begin(self) -> None:
+        """Change the setting (the first decode starts; called with _lock held)."""
+
+    def _end(self) -> None:
+        """Restore it (the last decode ended; called with _lock held)."""
+
+    @contextlib.contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._decoding == 0:
+                self._begin()
+            self._decoding += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._decoding -= 1
+                if self._decoding == 0:
+                    self._end()
+
+
+class _GcPause(_WhileDecoding):
     """Keeps Python's cyclic garbage collector off while runs are decoded, in any thread.
 
     A decode builds some twenty small container objects per task, none of them in a reference
@@ -31,28 +63,65 @@ class _GcPause:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._decoding = 0  # guarded by _lock: decodes running now
+        super().__init__()
         self._paused = False  # guarded by _lock: whether this pause switched the collector off
 
-    @contextlib.contextmanager
-    def __call__(self) -> Iterator[None]:
-        with self._lock:
-            if self._decoding == 0 and gc.isenabled():
-                gc.disable()
-                self._paused = True
-            self._decoding += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._decoding -= 1
-                if self._decoding == 0 and self._paused:
-                    self._paused = False
-                    gc.enable()
+    def _begin(self) -> None:
+        if gc.isenabled():
+            gc.disable()
+            self._paused = True
 
+    def _end(self) -> None:
+        if self._paused:
+            self._paused = False
+            gc.enable()
+
+
+class _SwitchPin(_WhileDecoding):
+    """Pins the interpreter's switch interval (:func:`sys.setswitchinterval`) to
+    :data:`SWITCH_INTERVAL` at most while runs are decoded, in any thread.
+
+    A decode holds the GIL in long stretches (its C loops let it go only at release points, see
+    ``_release.h``). A thread that wants the GIL, such as the event loop's while
+    :func:`read_run_async` decodes in a worker, waits one switch interval (5 ms by default) before
+    it asks the holder to hand over, and then gets it at the holder's next release point or
+    bytecode boundary: the interval bounds how late the loop runs. Pinned low while a decode
+    runs, the loop waits well under 2 ms; the other threads of the process switch more often
+    meanwhile, which costs them little. The value in force before the first decode comes back
+    after the last one, unless someone set another one meanwhile (that one is kept).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._saved: float | None = None  # guarded by _lock: the interval before the first decode
+        self._pinned = 0.0  # guarded by _lock: the interval as set (as the interpreter reads it back)
+
+    def _begin(self) -> None:
+        before = sys.getswitchinterval()
+        if before > SWITCH_INTERVAL:
+            sys.setswitchinterval(SWITCH_INTERVAL)
+            self._saved = before
+            self._pinned = sys.getswitchinterval()
+
+    def _end(self) -> None:
+        if self._saved is not None:
+            if sys.getswitchinterval() == self._pinned:
+                sys.setswitchinterval(self._saved)
+            self._saved = None
+
+
+#: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`.
+SWITCH_INTERVAL: Final = 0.0005
 
 _gc_paused = _GcPause()
+_switch_pinned = _SwitchPin()
+
+
+@contextlib.contextmanager
+def _decoding() -> Iterator[None]:
+    """Around every decode: the collector off, the switch interval pinned (both process-wide)."""
+    with _gc_paused(), _switch_pinned():
+        yield
 
 
 def _listing(run_dir: Path) -> dict[str, list[str]]:
@@ -100,7 +169,7 @@ def read_run(
     """
     path = Path(run_dir)
     try:
-        with _gc_paused():
+        with _decoding():
             return decode_run(*_files(path, counters), with_task_time=with_task_time, with_counters=counters)
     except DeclinedError as exc:
         return exc.declined
@@ -118,7 +187,7 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
     *pmu*: also op_summary's PMU cells as printed (``DeviceRows.pmu_header`` / ``pmu_cells``).
     """
     try:
-        with _gc_paused():
+        with _decoding():
             return export_rows(*_files(Path(run_dir), pmu), pmu=pmu)
     except DeclinedError as exc:
         return exc.declined

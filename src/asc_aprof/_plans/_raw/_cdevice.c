@@ -6,7 +6,8 @@
  * pick a device's host and GE tasks; top_down() joins device and host tasks; op_summary() joins
  * those with the GE tasks and prints, filters and builds the op_summary rows; printed_all() and
  * round3() are the printing and rounding they share with task_time; public_tasks() makes the
- * result's ProfilingTask records.
+ * result's ProfilingTask records; empty() and tuple_of() take big lists and dicts apart and make
+ * big tuples in steps (see _release.h).
  *
  * The contract with _run.py: every result is the pure code's, object for object equal (the
  * same floats from the same IEEE operations, no contraction into fused multiply-adds; the
@@ -16,6 +17,10 @@
  * its own reason and message. Single values it cannot print or round exactly in integers
  * (printed starts of the Decimal path, durations out of range) are handed to a Python callable
  * or to float.__round__.
+ *
+ * Every loop over a run's records or tasks passes release points (_release.h), and sorting
+ * runs with the GIL released, so that an event loop in another thread keeps running while a
+ * decode does.
  *
  * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
  */
@@ -30,6 +35,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_release.h"
 
 #include <float.h>
 
@@ -579,6 +585,7 @@ printed_all(PyObject *Py_UNUSED(module), PyObject *args)
         goto error;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *text, *value;
         if (printed_one(&p, PyList_GetItem(values, i), want_text, &text, &value) < 0) {
             goto error;
@@ -629,6 +636,7 @@ static int
 small_ints(PyObject *list, Py_ssize_t n, long limit, uint32_t *out)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *item = PyList_GetItem(list, i);
         if (!PyLong_Check(item)) {
             return 0;
@@ -664,25 +672,28 @@ counter_obj(const Records *r, Py_ssize_t i)
     return PyLong_FromUnsignedLongLong(r->counters[i]);
 }
 
-/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
-static PyObject *
-pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+/* The scratch arrays of pair_records, for n records. */
+typedef struct {
+    Keyed *order;
+    Py_ssize_t *group_of, *first, *members;
+    Keyed *pairs; /* key: start, index: pair # */
+    Py_ssize_t *pair_end, *pair_start;
+    size_t size;
+    Slot *table;
+} PairWork;
+
+/* The pairing of pair_records in C arrays only (no Python object, no Python API: it runs with
+ * the GIL released): w->pairs in start order, each pair's records in w->pair_start and
+ * w->pair_end. Returns the number of pairs. */
+static Py_ssize_t
+pair_indices(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
-    PyObject *result = NULL;
-    Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
-    Py_ssize_t *group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Py_ssize_t *first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    Py_ssize_t *members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Keyed *pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1)); /* key: start, index: pair # */
-    Py_ssize_t *pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    Py_ssize_t *pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    size_t size = table_size(n);
-    Slot *table = PyMem_Malloc(sizeof(Slot) * size);
-    if (!order || !group_of || !first || !members || !pairs || !pair_end || !pair_start || !table) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    Keyed *order = w->order, *pairs = w->pairs;
+    Py_ssize_t *group_of = w->group_of, *first = w->first, *members = w->members;
+    Py_ssize_t *pair_end = w->pair_end, *pair_start = w->pair_start;
+    size_t size = w->size;
+    Slot *table = w->table;
     for (Py_ssize_t i = 0; i < n; i++) {
         order[i].key = r->times[i];
         order[i].index = i;
@@ -757,12 +768,40 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         }
     }
     stable_sort(pairs, npairs);
+    return npairs;
+}
+
+/* _paired_tasks on checked records: a new list of cls records, NULL on error. */
+static PyObject *
+pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
+{
+    Py_ssize_t n = r->n;
+    PyObject *result = NULL;
+    PairWork w;
+    w.order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    w.members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.size = table_size(n);
+    w.table = PyMem_Malloc(sizeof(Slot) * w.size);
+    if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
+        || !w.table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t npairs;
+    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(r, &w));
     result = PyList_New(npairs);
     if (result == NULL) {
         goto done;
     }
+    const double *times = r->times;
     for (Py_ssize_t k = 0; k < npairs; k++) {
-        Py_ssize_t pair = pairs[k].index, s = pair_start[pair], e = pair_end[pair];
+        RELEASE_POINT(k, RELEASE_OBJECTS);
+        Py_ssize_t pair = w.pairs[k].index, s = w.pair_start[pair], e = w.pair_end[pair];
         double s_time = times[s];
         PyObject *items[8] = {
             PyLong_FromUnsignedLong(r->stream[s]),
@@ -782,14 +821,14 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         PyList_SetItem(result, k, record);
     }
 done:
-    PyMem_Free(order);
-    PyMem_Free(group_of);
-    PyMem_Free(first);
-    PyMem_Free(members);
-    PyMem_Free(pairs);
-    PyMem_Free(pair_end);
-    PyMem_Free(pair_start);
-    PyMem_Free(table);
+    PyMem_Free(w.order);
+    PyMem_Free(w.group_of);
+    PyMem_Free(w.first);
+    PyMem_Free(w.members);
+    PyMem_Free(w.pairs);
+    PyMem_Free(w.pair_end);
+    PyMem_Free(w.pair_start);
+    PyMem_Free(w.table);
     return result;
 }
 
@@ -870,6 +909,7 @@ paired_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *counter = PyList_GetItem(counters, i);
         if (!known_header(r.head[i], nnames) || !PyLong_Check(counter)) {
             result = new_ref(Py_None); /* declined by the pure code */
@@ -946,6 +986,7 @@ paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         const unsigned char *rec = data + i * STARS_SIZE;
         uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
         uint32_t stream = le16(rec + 4);
@@ -1034,6 +1075,7 @@ table4_init(Table4 *t, Py_ssize_t n)
         return -1;
     }
     for (size_t s = 0; s < t->size; s++) {
+        RELEASE_POINT(s, RELEASE_PLAIN);
         t->slots[s].index = -1;
     }
     return 0;
@@ -1108,6 +1150,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     static const Py_ssize_t HOST_KEY[4] = {1, 2, 3, 4}, DEVICE_KEY[4] = {0, 1, 2, 0};
     for (Py_ssize_t i = 0; i < nh; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *h = PyList_GetItem(host, i);
         int64_t k[4];
         if (!PyTuple_Check(h) || PyTuple_Size(h) < 6 || !key4(h, HOST_KEY, k)) {
@@ -1123,6 +1166,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
         table4_put(&hosts, slot, k, hash, i);
     }
     for (Py_ssize_t i = 0; i < nd; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *t = PyList_GetItem(device, i);
         int64_t k[4];
         if (!PyTuple_Check(t) || PyTuple_Size(t) != 8 || !key4(t, DEVICE_KEY, k)) {
@@ -1153,13 +1197,14 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_ssize_t m = nd;
     for (Py_ssize_t i = 0; i < nh; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         if (!matched[i]) {
             order[m].key = -1.0; /* start -1: the device never ran it */
             order[m].index = nd + i;
             m++;
         }
     }
-    stable_sort(order, m);
+    RELEASED_IF(m > RELEASE_SECTION, stable_sort(order, m));
     minus_one = PyLong_FromLong(-1);
     zero = PyLong_FromLong(0);
     result = PyList_New(m);
@@ -1168,6 +1213,7 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
         goto done;
     }
     for (Py_ssize_t r = 0; r < m; r++) {
+        RELEASE_POINT(r, RELEASE_OBJECTS);
         Py_ssize_t index = order[r].index;
         PyObject *items[10];
         if (index < nd) {
@@ -1254,6 +1300,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     int have_last = 0;
     double last = 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *a = PyList_GetItem(ascend, i);
         if (!PyTuple_Check(a) || PyTuple_Size(a) != 10) {
             goto fallback;
@@ -1312,6 +1359,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     }
     Py_ssize_t nj = PyList_Size(joined);
     for (Py_ssize_t i = 0; i < nj; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *pair = PyList_GetItem(joined, i);
         PyObject *a = PyTuple_GetItem(pair, 0), *g = PyTuple_GetItem(pair, 1);
         PyObject *a_duration = PyTuple_GetItem(a, 5);
@@ -1432,6 +1480,7 @@ of_device(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         PyObject *record = seq_item(records, i);
         int found = of_device_one(record, device);
         if (found < 0 || (found && PyList_Append(out, record) < 0)) {
@@ -1464,6 +1513,7 @@ ge_index(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *g = seq_item(records, i);
         int found = of_device_one(g, device);
         if (found < 0) {
@@ -1512,29 +1562,39 @@ error:
 /* -- the public records ---------------------------------------------------------------------- */
 
 PyDoc_STRVAR(public_tasks_doc,
-"public_tasks(tasks, cls, /)\n--\n\n"
+"public_tasks(tasks, cls, start=0, stop=len(tasks), /)\n--\n\n"
 "RawResult.profiling_tasks: cls(task_id, name, type, duration, device) of every RawTask of the\n"
-"tuple tasks (its fields 2, 4, 5, 7 and 0).");
+"tuple tasks[start:stop] (its fields 2, 4, 5, 7 and 0; 0 <= start <= stop <= len(tasks)).");
 
 static PyObject *
 public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *tasks, *cls;
-    if (!PyArg_ParseTuple(args, "O!O:public_tasks", &PyTuple_Type, &tasks, &cls)) {
+    Py_ssize_t start = 0, stop = -1;
+    if (!PyArg_ParseTuple(args, "O!O|nn:public_tasks", &PyTuple_Type, &tasks, &cls, &start, &stop)) {
         return NULL;
     }
     allocfunc alloc = record_alloc(cls, "public_tasks: cls");
     if (alloc == NULL) {
         return NULL;
     }
-    Py_ssize_t n = PyTuple_Size(tasks);
+    Py_ssize_t size = PyTuple_Size(tasks);
+    if (PyTuple_Size(args) < 4) {
+        stop = size;
+    }
+    if (start < 0 || stop < start || stop > size) {
+        PyErr_SetString(PyExc_ValueError, "public_tasks: needs 0 <= start <= stop <= len(tasks)");
+        return NULL;
+    }
+    Py_ssize_t n = stop - start;
     PyObject *out = PyList_New(n);
     if (out == NULL) {
         return NULL;
     }
     static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *raw = PyTuple_GetItem(tasks, i);
+        RELEASE_POINT(i, RELEASE_OBJECTS);
+        PyObject *raw = PyTuple_GetItem(tasks, start + i);
         if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
             PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
             Py_DECREF(out);
@@ -1554,7 +1614,104 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     return out;
 }
 
+/* -- freeing ---------------------------------------------------------------------------------- */
+
+/* Items freed between two release points: each may free a record and its fields. */
+#define EMPTY_SLICE 64
+
+PyDoc_STRVAR(empty_doc,
+"empty(container, /)\n--\n\n"
+"Empties a list or dict a few items at a time, letting the GIL go in between (freeing a big\n"
+"container at once is one long operation); only for containers no other thread holds.");
+
+static PyObject *
+empty(PyObject *Py_UNUSED(module), PyObject *obj)
+{
+    if (PyList_Check(obj)) {
+        for (Py_ssize_t n = PyList_Size(obj); n > 0; n = PyList_Size(obj)) {
+            if (PyList_SetSlice(obj, n > EMPTY_SLICE ? n - EMPTY_SLICE : 0, n, NULL) < 0) {
+                return NULL;
+            }
+            release_gil();
+        }
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "empty: a list or dict");
+        return NULL;
+    }
+    /* popitem() until it is empty: the last entry each time, no key to hash or look up */
+    PyObject *pop = PyObject_GetAttrString(obj, "popitem");
+    if (pop == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0, n = PyDict_Size(obj); i < n; i++) {
+        RELEASE_POINT(i, EMPTY_SLICE);
+        PyObject *item = PyObject_CallNoArgs(pop);
+        if (item == NULL) {
+            Py_DECREF(pop);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(pop);
+    PyDict_Clear(obj); /* (empty already, unless the dict had a subclass's popitem) */
+    Py_RETURN_NONE;
+}
+
+/* Whether the cyclic GC may ever need to look at item: 0 for objects it does not handle and
+ * for untracked tuples (records included: nothing tracks a tuple again once it is untracked),
+ * as the collector itself decides for a tuple's items (_PyObject_GC_MAY_BE_TRACKED). */
+static int
+may_be_tracked(PyObject *item)
+{
+    if (!(PyType_GetFlags(Py_TYPE(item)) & Py_TPFLAGS_HAVE_GC)) {
+        return 0;
+    }
+    return !PyTuple_Check(item) || PyObject_GC_IsTracked(item);
+}
+
+PyDoc_STRVAR(tuple_of_doc,
+"tuple_of(items, /)\n--\n\n"
+"tuple(items) of a list, made in steps with release points, and the list emptied (its items\n"
+"moved, not copied). The tuple is left out of the cyclic GC where no item is tracked by it.");
+
+static PyObject *
+tuple_of(PyObject *Py_UNUSED(module), PyObject *list)
+{
+    if (!PyList_Check(list)) {
+        PyErr_SetString(PyExc_TypeError, "tuple_of: a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_Size(list);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) {
+        return NULL;
+    }
+    int tracked = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        PyObject *item = PyList_GetItem(list, i);
+        tracked |= may_be_tracked(item);
+        PyTuple_SetItem(out, i, new_ref(item));
+    }
+    /* A tuple of such items can never be part of a reference cycle, so the collector has
+     * nothing to find in it; tracked, every collection would visit each of its items. */
+    if (!tracked && PyObject_GC_IsTracked(out)) {
+        PyObject_GC_UnTrack(out);
+    }
+    PyObject *done = empty(NULL, list);
+    if (done == NULL) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    Py_DECREF(done);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"empty", empty, METH_O, empty_doc},
+    {"tuple_of", tuple_of, METH_O, tuple_of_doc},
     {"public_tasks", public_tasks, METH_VARARGS, public_tasks_doc},
     {"of_device", of_device, METH_VARARGS, of_device_doc},
     {"ge_index", ge_index, METH_VARARGS, ge_index_doc},

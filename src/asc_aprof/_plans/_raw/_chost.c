@@ -17,6 +17,9 @@
  * (reason, message, and which comes first) are the pure loops'. The loops visit the records in
  * the pure loops' order, so a callback that raises raises what the pure loops would raise there.
  *
+ * Every loop over a run's records passes release points (_release.h), and the big sorts run
+ * with the GIL released, so that an event loop in another thread keeps running meanwhile.
+ *
  * Only the stable ABI (Python >= 3.10) is used, so one build serves every later version.
  */
 #ifndef Py_LIMITED_API
@@ -28,6 +31,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_release.h"
 
 /* Queue levels (as _host.py numbers them) and the codes _host._api_level returns. */
 enum { ROOT = 0, ACL = 1, NODE = 3, TASK = 5, SKIPPED = -1, OTHER_LEVEL = -2 };
@@ -115,6 +119,7 @@ map_get(Map *m, uint64_t a, uint64_t b, int *fresh)
             return NULL;
         }
         for (size_t i = 0; i < m->cap; i++) {
+            RELEASE_POINT(i, RELEASE_PLAIN);
             if (m->s[i].used) {
                 size_t j = slot_of(m->s[i].a, m->s[i].b, cap - 1);
                 while (s[j].used) {
@@ -587,7 +592,7 @@ add(Ctx *c, Track *t, int32_t node)
 static int
 thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n, int32_t *pairs)
 {
-    merge_sort(order, tmp, n, entry_less, entries);
+    RELEASED_IF(n > RELEASE_SECTION, merge_sort(order, tmp, n, entry_less, entries));
     int32_t levels[DEPTH_LIMIT + 2], nodes[DEPTH_LIMIT + 2];
     uint64_t bounds[DEPTH_LIMIT + 2];
     int depth = 1; /* the root is never closed: its bound is above every entry's */
@@ -597,6 +602,7 @@ thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n
     int32_t last_node = -1;
     Py_ssize_t npairs = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         const Entry *e = entries + order[i];
         if (e->kind != K_API) {
             while (depth > 1 && e->bound > bounds[depth - 1]) {
@@ -649,6 +655,7 @@ thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n
         depth++;
     }
     for (Py_ssize_t i = 0; i < npairs; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
         if (add(c, c->tracks + pairs[2 * i], pairs[2 * i + 1]) < 0) {
             return -1;
         }
@@ -713,6 +720,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     static const int API[] = {0, 1, 2, 3, 4, 5};
     static const Raw API_RAW[] = {{2, 2}, {4, 4}, {8, 4}, {16, 8}, {24, 8}, {32, 8}};
     for (Py_ssize_t i = 0; i < napi; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         if ((ok = record(apis, i, 6, API, API_RAW, 6, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
@@ -800,6 +808,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     static const int BASIC[] = {0, 2, 3, 5, 7};
     static const Raw BASIC_RAW[] = {{2, 2}, {8, 4}, {16, 8}, {32, 4}, {44, 4}};
     for (Py_ssize_t i = 0; i < nbasic; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         if ((ok = record(basics, i, 9, BASIC, BASIC_RAW, 5, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
@@ -836,6 +845,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     /* tensor_info headers: (level, struct_type, thread_id, timestamp) */
     static const int TENSOR[] = {0, 2, 3};
     for (Py_ssize_t i = 0; i < ntensor; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         rec = PyList_GetItem(tensors, i);
         if ((ok = fields(rec, 4, TENSOR, 3, f)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
@@ -861,6 +871,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     Py_ssize_t nkept = 0;
     int batched = 0;
     for (Py_ssize_t i = 0; i < ntrack; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
         if ((ok = record(tracks, i, 11, TRACK, TRACK_RAW, 10, f, &rec)) <= 0) {
             rc = ok < 0 ? -1 : FALLBACK;
             goto done;
@@ -950,6 +961,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
         /* group by (device, stream) in order of appearance, each sorted by time (stably) */
         Py_ssize_t ngroups = 0;
         for (Py_ssize_t j = 0; j < nkept; j++) {
+            RELEASE_POINT(j, RELEASE_PLAIN);
             const Track *t = c->tracks + kept[j];
             int64_t *g = map_get(&groups, t->device, t->stream, &fresh);
             if (g == NULL) {
@@ -967,20 +979,24 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
             goto done;
         }
         for (Py_ssize_t j = 0; j < nkept; j++) {
+            RELEASE_POINT(j, RELEASE_PLAIN);
             counts[group_of[j]]++;
         }
         Py_ssize_t at = 0;
         for (Py_ssize_t g = 0; g < ngroups; g++) {
+            RELEASE_POINT(g, RELEASE_PLAIN);
             starts[g] = at;
             at += counts[g];
         }
         for (Py_ssize_t j = 0; j < nkept; j++) {
+            RELEASE_POINT(j, RELEASE_PLAIN);
             order[starts[group_of[j]]++] = kept[j];
         }
         at = 0;
         for (Py_ssize_t g = 0; g < ngroups; g++) {
+            RELEASE_POINT(g, RELEASE_PLAIN);
             int32_t *group = order + at;
-            merge_sort(group, tmp, counts[g], track_less, c->tracks);
+            RELEASED_IF(counts[g] > RELEASE_SECTION, merge_sort(group, tmp, counts[g], track_less, c->tracks));
             Track *last = c->tracks + group[counts[g] - 1];
             const int64_t *limit = map_find(&flips, last->device, last->stream);
             if (limit != NULL && last->ts >= (uint64_t)*limit) {
@@ -992,6 +1008,7 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
         memcpy(kept, order, (size_t)nkept * sizeof(int32_t));
     }
     for (Py_ssize_t j = 0; j < nkept; j++) {
+        RELEASE_POINT(j, RELEASE_PLAIN);
         const Track *t = c->tracks + kept[j];
         int64_t thread = thread_index(&threads, t->thread);
         if (thread < 0) {
@@ -1012,14 +1029,17 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
         goto done;
     }
     for (Py_ssize_t j = 0; j < nentries; j++) {
+        RELEASE_POINT(j, RELEASE_PLAIN);
         counts[entries[j].thread]++;
     }
     Py_ssize_t at = 0;
     for (Py_ssize_t g = 0; g < nthreads; g++) {
+        RELEASE_POINT(g, RELEASE_PLAIN);
         starts[g] = at;
         at += counts[g];
     }
     for (Py_ssize_t j = 0; j < nentries; j++) {
+        RELEASE_POINT(j, RELEASE_PLAIN);
         order[starts[entries[j].thread]++] = (int32_t)j;
     }
     at = 0;
@@ -1051,6 +1071,7 @@ done:
     PyMem_Free(c->basics);
     if (c->tracks != NULL && c->own_track_objs) {
         for (Py_ssize_t i = 0; i < c->ntracks; i++) {
+            RELEASE_POINT(i, RELEASE_READS);
             for (int j = 0; j < 4; j++) {
                 Py_XDECREF(c->tracks[i].obj[j]);
             }
@@ -1186,6 +1207,7 @@ in_place(PyObject *self, PyObject *args)
     }
     const unsigned char *p = (const unsigned char *)buf + len % size;
     for (Py_ssize_t i = 0, n = len / size; i < n; i++, p += size) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
         if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2)) || (api && le(p + 24, 8) == UINT64_MAX)) {
             Py_RETURN_FALSE;
         }

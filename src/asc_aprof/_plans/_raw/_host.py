@@ -110,8 +110,11 @@ class GeTask(NamedTuple):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HostTables:
-    host_tasks: tuple[HostTask, ...]
-    ge_tasks: tuple[GeTask, ...]
+    """A run's host tasks and GE tasks. Lists, not tuples: the decode that made them empties
+    them in steps when it is done with them (a tuple can only be freed at once: see ._free)."""
+
+    host_tasks: list[HostTask]
+    ge_tasks: list[GeTask]
 
 
 # -- the event tree ---------------------------------------------------------------------------
@@ -553,7 +556,7 @@ def host_tables(
             _c_lookups(records),
         )
         if found is not None:
-            return HostTables(tuple(found[0]), tuple(found[1]))
+            return HostTables(found[0], found[1])
     return _host_tables_py(records, level0=level0, all_export=all_export)
 
 
@@ -618,7 +621,7 @@ def _host_tables_py(records: HostRecords, *, level0: bool, all_export: bool) -> 
     tables = _Tables(level0)
     for entries in threads.values():
         tables.add_all(_chain(entries))
-    return HostTables(tuple(tables.host_tasks), tuple(tables.ge_tasks))
+    return HostTables(tables.host_tasks, tables.ge_tasks)
 
 
 # -- the C loops' lookups -----------------------------------------------------------------------

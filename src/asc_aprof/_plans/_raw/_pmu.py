@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
 from ..._model._counters import TaskCounters
+from ._chunked import empty
 from ._types import DeclinedError, DeclineReason
 
 NA: Final = "N/A"
@@ -884,13 +885,16 @@ class PmuLayout:
     ) -> list[list[Value]]:
         """:meth:`cells` of many (metric row, duration) pairs, rounded in few SQLite calls."""
         found = [[row[i] for i in self.shown] for row, _ in rows if row is not None]
-        rounded = iter(rounder.round_many(found, self.columns))
+        rounded_rows = rounder.round_many(found, self.columns)
+        empty(found)  # (big lists are freed in steps: see ._chunked)
+        rounded = iter(rounded_rows)
         out: list[list[Value]] = []
         for row, duration_ns in rows:
             if row is None:
                 out.append([NA] * len(self.header))
             else:
                 out.append(self._derived(next(rounded), duration_ns))
+        empty(rounded_rows)
         return out
 
     def _derived(self, values: list[Value], duration_ns: float) -> list[Value]:
@@ -1111,11 +1115,13 @@ def join_rows(
                 )
         if row.kept:
             kept.append((found, row.duration_ns))
+    empty(queues)
     rounder = Rounder()
     try:
         return layout.cells_of(kept, rounder)
     finally:
         rounder.close()
+        empty(kept)
 
 
 # -- a device's cells and a run's counters --------------------------------------------------------
@@ -1133,7 +1139,7 @@ def device_cells(
     unpack: Callable[[int, int], tuple[int, int]],
     *,
     rows: int,
-    joined: Callable[[], Sequence[JoinedRow]],
+    joined: Callable[[], list[JoinedRow]],
     ge: Callable[[], Iterable[tuple[int, int, int, str, int, int]]],
     flips: Iterable[tuple[int, int]],
     all_export: bool,
@@ -1142,15 +1148,16 @@ def device_cells(
     """One device's PMU cells for its *rows* op_summary rows (no context record: no column).
 
     *ffts*: the ``ffts_profile`` bytes (None: no such file); *sample* / *joined* / *ge*: called
-    when needed (``sample.json``, the join before the start filter, GE tasks as ``(stream, task,
-    context, type, block, mix)``); *flips*: ``(stream, counter)`` of the task-id flips.
+    when needed (``sample.json``, the join before the start filter as a new list, which is
+    emptied after use, GE tasks as ``(stream, task, context, type, block, mix)``); *flips*:
+    ``(stream, counter)`` of the task-id flips.
     *verified_only*: decline collections not verified (on real runs or on generated data, see
     :func:`verified_collection`; the raw reader), else compute every group the exporter maps and
     give no column where its code writes none (a CSV writer).
 
     :raises DeclinedError: what is not modelled (with *verified_only*: not verified)
     """
-    empty: PmuTable = ((), [[] for _ in range(rows)])
+    no_cells: PmuTable = ((), [[] for _ in range(rows)])
     if ffts is None:
         if verified_only and rows and not pmu_off(sample()):
             # PMU collection on but no records: not seen (real runs with it have records).
@@ -1159,10 +1166,10 @@ def device_cells(
                 f"{folder} has no ffts_profile file although sample.json has PMU collection on: "
                 "op_summary without PMU counters of such a run is not verified",
             )
-        return empty
+        return no_cells
     records = pmu_records(ffts, unpack)
     if not records.context:
-        return empty
+        return no_cells
     chip = str(info.get("platform_version", ""))
     try:
         layout = PmuLayout.of(chip, sample(), info, f"{folder}: ")
@@ -1171,7 +1178,7 @@ def device_cells(
             raise
         # What the exporter does: verified for a group whose table never lines up (MemoryAccess
         # on the 910B), from its code for the others (a CSV writer's export).
-        return empty
+        return no_cells
     if verified_only and not layout.verified:
         raise DeclinedError(
             DeclineReason.UNSUPPORTED,
@@ -1189,14 +1196,17 @@ def device_cells(
                     DeclineReason.UNSUPPORTED,
                     f"{folder}: PMU records after a task-id flip of stream {record.stream_id}",
                 )
+    joined_rows = joined()
+    blocks = block_numbers(ge(), folder)
     try:
-        cells = join_rows(
-            layout, records, block_numbers(ge(), folder), joined(), batch_ids=all_export, where=folder
-        )
+        cells = join_rows(layout, records, blocks, joined_rows, batch_ids=all_export, where=folder)
     except NoPmuColumns:
         if verified_only:
             raise
-        return empty
+        return no_cells
+    finally:
+        # the decode's own lists (see *joined*), freed in steps
+        empty(joined_rows, blocks, records.context)
     return layout.header, cells
 
 
@@ -1209,9 +1219,19 @@ def run_counters(tables: Sequence[PmuTable]) -> TaskCounters:
     if len(headers) > 1:
         raise DeclinedError(DeclineReason.UNSUPPORTED, "devices with different PMU columns")
     header = headers.pop() if headers else ()
-    rows = [row for _, cells in tables for row in cells]
+    length = sum(len(cells) for _, cells in tables)
+    if header and any(len(row) != len(header) for _, cells in tables for row in cells):
+        raise ValueError("PMU rows of different lengths")
     columns: dict[str, list[float | None]] = {name: [] for name in header}
-    if rows:
-        for column, values in zip(columns.values(), zip(*rows, strict=True), strict=True):
-            column.extend(None if isinstance(value, str) else value for value in values)
-    return TaskCounters(columns, length=len(rows))
+    if length:
+        # Column by column in loops (not zip(*rows): one call over every row at once).
+        for index, column in enumerate(columns.values()):
+            column.extend(
+                None if isinstance(value, str) else value
+                for _, cells in tables
+                for row in cells
+                for value in (row[index],)
+            )
+    counters = TaskCounters(columns, length=length)
+    empty(*columns.values())  # (freed in steps: see ._chunked)
+    return counters

@@ -33,6 +33,7 @@ from typing import Any, Final, NamedTuple
 from ..._model._counters import TaskCounters
 from .._parser import CONTROL_TYPES
 from ._accel import active as _accelerated
+from ._chunked import empty, to_tuple
 from ._decode import (
     FUNCTION_SUBTASK_START,
     HOST_COMPACT_SIZE,
@@ -753,7 +754,12 @@ def _top_down(host: Sequence[HostTask], device: Sequence[_DeviceTask], folder: s
     unmatched host tasks get start -1 and device type UNKNOWN, unmatched device tasks host type
     UNKNOWN (the exporter's rules for one task per id on each side, which is all that is accepted)."""
     if (c := _accelerated()) is not None:
-        fast: list[_Ascend] | None = c.top_down(list(host), list(device), UNKNOWN, _Ascend)
+        fast: list[_Ascend] | None = c.top_down(
+            host if isinstance(host, list) else list(host),
+            device if isinstance(device, list) else list(device),
+            UNKNOWN,
+            _Ascend,
+        )
         if fast is not None:
             return fast
     hosts: dict[tuple[int, int, int, int], HostTask] = {}
@@ -910,6 +916,10 @@ class _Device:
             )
             append(_new(_Row, (raw, a)))
         return rows
+
+    def dispose(self) -> None:
+        """Empties the big containers in steps (see :mod:`._chunked`); the device is unusable after."""
+        empty(self.op_rows, self.joined, self.ascend, self.host, self.ge, self._types, self._kept_groups)
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
         """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
@@ -1080,7 +1090,11 @@ def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool
 
 def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCounters:
     """The op_summary rows' PMU counters as the CSV path reads them (``N/A``: None)."""
-    return run_counters([_device_pmu(out, files, verified_only=True) for out in outputs])
+    tables = [_device_pmu(out, files, verified_only=True) for out in outputs]
+    try:
+        return run_counters(tables)
+    finally:
+        empty(*(cells for _, cells in tables))  # (freed in steps: see ._chunked)
 
 
 def _device(
@@ -1132,7 +1146,7 @@ def _device(
     device = dev.device
     host = _of_device(tables.host_tasks, device)
     ascend = _top_down(host, device_tasks, folder)
-    del device_tasks  # (fewer live objects for the garbage collector to walk)
+    empty(device_tasks)  # (freed in steps: see ._chunked)
     out = _Device(dev, clock, ascend, host, _ge_index(tables.ge_tasks, device), hashes, level0)
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     return out
@@ -1230,7 +1244,9 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
     if host_sample is not None and not level0 and not host.has("node_basics") and host.has("apis"):
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
-    del host  # its records are in the tables now (fewer live objects for the garbage collector)
+    # its records are in the tables now (freed in steps: see ._chunked)
+    empty(host.apis, host.node_basics, host.tensors, host.contexts, host.tracks)
+    del host
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
     outputs = [
         _device(
@@ -1245,6 +1261,7 @@ def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], 
         )
         for dev in plan.devices
     ]
+    empty(tables.host_tasks, tables.ge_tasks)  # the devices keep theirs
     return outputs, level0
 
 
@@ -1264,18 +1281,34 @@ def decode_run(
     :raises DeclinedError: for anything not verified against the real exporter
     """
     outputs, level0 = _outputs(plan, files)
+    try:
+        return _result(outputs, files, level0, with_task_time, with_counters)
+    finally:
+        for out in outputs:
+            out.dispose()
+
+
+def _result(
+    outputs: Sequence[_Device],
+    files: Mapping[str, bytes],
+    level0: bool,
+    with_task_time: bool,
+    with_counters: bool,
+) -> RawResult:
+    """:func:`decode_run` of the devices' rows."""
     for out in outputs:
         _check_limit(out.op_rows, out.dev.folder, "op_summary")
-    op_rows = [row for out in outputs for row in out.op_rows]
+    op_rows = any(out.op_rows for out in outputs)
     task_time: tuple[RawTask, ...] | None = None
     if with_task_time or not op_rows:
         per_device = [out.task_time_rows() for out in outputs]
         for out, rows in zip(outputs, per_device, strict=True):
             _check_limit(rows, out.dev.folder, "task_time")
-        task_time = tuple(t for rows in per_device for t in rows)
+        task_time = to_tuple([t for rows in per_device for t in rows])
+        empty(*per_device)
     if op_rows:
         counters = _counters(outputs, files) if with_counters else None
-        return RawResult(tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters)
+        return RawResult(to_tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters)
     assert task_time is not None
     # A run in which no kernel ran: the reference exporter writes task_time only (its control
     # rows); older exports (a 2024 310B CSV) listed them as op_summary PLACE_HOLDER_SQE rows.
@@ -1294,8 +1327,8 @@ def decode_run(
     if not tasks:
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
     # The task_time CSV has no PMU column.
-    empty = TaskCounters(length=len(tasks)) if with_counters else None
-    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None, empty)
+    no_counters = TaskCounters(length=len(tasks)) if with_counters else None
+    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None, no_counters)
 
 
 class DeviceRows(NamedTuple):
@@ -1364,20 +1397,22 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
     """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._runs._csv.RunReader` does.
 
     See :meth:`_Device.joined_type`; the equality with the CSV path is tested on every real run.
+    (Loops, not calls over whole lists such as ``any(a_list)``: the interpreter can switch
+    threads between their steps, see :mod:`._chunked`.)
     """
-    rows = [row for out in outputs for row in out.op_rows]
-    unknown = [row.raw.csv_type == NA for row in rows]
-    if not any(unknown):
-        return [row.raw for row in rows]
-    if not all(unknown):
+    rows = sum(len(out.op_rows) for out in outputs)
+    unknown = sum(row.raw.csv_type == NA for out in outputs for row in out.op_rows)
+    if not unknown:
+        return [row.raw for out in outputs for row in out.op_rows]
+    if unknown != rows:
         # The library decides per CSV batch whether to join: mixed files depend on chunking.
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
-    out: list[RawTask] = []
+    joined: list[RawTask] = []
     for device in outputs:
         for row, found in zip(device.op_rows, device.joined_types(device.op_rows), strict=True):
             raw = row.raw
             # raw._replace(type=found), built in C (type is field 5)
-            out.append(
+            joined.append(
                 _new(RawTask, (*raw[:5], found, *raw[6:])) if found is not None and found != NA else raw
             )
-    return out
+    return joined

@@ -168,13 +168,20 @@ class RawResult:
     task_time: tuple[RawTask, ...] | None = None
     counters: TaskCounters | None = None
 
-    def profiling_tasks(self) -> list[ProfilingTask]:
+    def profiling_tasks(self, start: int | None = None, stop: int | None = None) -> list[ProfilingTask]:
+        """The public records of ``tasks[start:stop]`` (default: every task), as
+        :meth:`RawTask.task` makes them. A caller on an event loop can build them in slices of a
+        few thousand, so that no single call holds the interpreter long."""
+        tasks = self.tasks
+        lo, hi, _ = slice(start, stop).indices(len(tasks))
+        hi = max(lo, hi)
         c = _accelerated()
-        if c is not None and isinstance(self.tasks, tuple):
-            found: list[ProfilingTask] = c.public_tasks(self.tasks, ProfilingTask)
+        if c is not None and isinstance(tasks, tuple):
+            found: list[ProfilingTask] = c.public_tasks(tasks, ProfilingTask, lo, hi)
             return found
+        picked = tasks if (lo, hi) == (0, len(tasks)) else tasks[lo:hi]
         # RawTask.task() of each, built without a Python frame: (task_id, name, type, duration, device)
-        return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, self.tasks)))
+        return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, picked)))
 
     def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
         """Per device (in order of appearance): its tasks and, when read, their counters."""

@@ -1,0 +1,211 @@
+"""What keeps an event loop running while the raw reader decodes in another thread: the switch
+interval pinned low while any decode runs (and restored after the last), big containers taken
+apart and made in steps (C and pure code alike), and the public records built in slices."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pytest
+
+from asc_aprof import ProfilingTask
+from asc_aprof._plans._raw import RawResult, RawTask, _accel, _run
+from asc_aprof._plans._raw._chunked import empty, to_tuple
+from asc_aprof._runs import _raw_files as _driver
+from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
+
+from .reference import REAL_RUNS, real_run_names
+
+needs_c = pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built")
+
+
+def interval_is(seconds: float) -> bool:
+    """Whether the switch interval is *seconds* (it is kept in whole microseconds)."""
+    return abs(sys.getswitchinterval() - seconds) < 1e-9
+
+
+@pytest.fixture
+def interval() -> Iterator[None]:
+    saved = sys.getswitchinterval()
+    sys.setswitchinterval(0.01)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(saved)
+
+
+@pytest.fixture(params=["c", "pure"])
+def accelerated(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Runs the test with the C loops and with the pure code."""
+    if request.param == "c" and _accel.C is None:
+        pytest.skip("the optional C extension _cdevice is not built")
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(_accel, "ACCELERATED", request.param == "c")
+    return bool(request.param == "c")
+
+
+def _result(count: int) -> RawResult:
+    tasks = tuple(
+        RawTask(i % 2, 1, i, 0, f"op{i}", "AI_CORE", "AI_CORE", i / 8, i * 125.0, i, i, i + 1)
+        for i in range(count)
+    )
+    return RawResult(tasks, "op_summary", False)
+
+
+# -- the switch interval ------------------------------------------------------------------------
+
+
+def test_the_switch_pin_lowers_the_interval_and_restores_it(interval: None) -> None:
+    pin = _SwitchPin()
+    with pin():
+        assert interval_is(SWITCH_INTERVAL)
+        with pin():
+            assert interval_is(SWITCH_INTERVAL)
+        assert interval_is(SWITCH_INTERVAL)  # the outer decode still runs
+    assert interval_is(0.01)
+    with pytest.raises(KeyError), pin():
+        raise KeyError("boom")
+    assert interval_is(0.01)
+
+
+def test_the_switch_pin_keeps_a_lower_interval_and_one_set_meanwhile(interval: None) -> None:
+    pin = _SwitchPin()
+    sys.setswitchinterval(0.0001)
+    with pin():
+        assert interval_is(0.0001)
+    assert interval_is(0.0001)
+    sys.setswitchinterval(0.01)
+    with pin():
+        sys.setswitchinterval(0.002)  # someone else's choice, made while a decode ran
+    assert interval_is(0.002)
+
+
+def test_overlapping_decodes_in_threads_restore_the_interval_after_the_last(interval: None) -> None:
+    pin = _SwitchPin()
+    inside = threading.Barrier(3)  # both decodes and this thread
+    leave = threading.Event()
+    seen: list[float] = []
+
+    def decode(wait: bool) -> None:
+        with pin():
+            inside.wait(timeout=30)
+            if wait:
+                leave.wait(timeout=30)
+                seen.append(sys.getswitchinterval())
+
+    first = threading.Thread(target=decode, args=(False,))
+    second = threading.Thread(target=decode, args=(True,))
+    try:
+        first.start()
+        second.start()
+        inside.wait(timeout=30)
+        first.join(timeout=30)
+        assert interval_is(SWITCH_INTERVAL)  # the second decode still runs
+        leave.set()
+        second.join(timeout=30)
+        assert seen == [pytest.approx(SWITCH_INTERVAL)]
+        assert interval_is(0.01)
+    finally:
+        leave.set()
+
+
+@pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
+def test_concurrent_read_runs_pin_the_interval_and_restore_it(
+    interval: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (run_dir,) = (REAL_RUNS / real_run_names()[0]).glob("PROF_*")
+    inside = threading.Barrier(2)
+    seen: list[float] = []
+    decode = _run.decode_run
+
+    def decode_run(*args: Any, **kwargs: Any) -> RawResult:
+        inside.wait(timeout=30)  # both decodes run at once here
+        seen.append(sys.getswitchinterval())
+        return decode(*args, **kwargs)
+
+    monkeypatch.setattr(_driver, "decode_run", decode_run)
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(read_run(run_dir))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert seen == [pytest.approx(SWITCH_INTERVAL)] * 2
+    assert len(results) == 2 and all(isinstance(r, RawResult) for r in results)
+    assert results[0] == results[1]
+    assert interval_is(0.01)
+
+
+# -- containers in steps ------------------------------------------------------------------------
+
+
+class _Record(NamedTuple):
+    number: int
+    name: str
+
+
+def test_empty_takes_lists_and_dicts_apart(accelerated: bool) -> None:
+    items = [_Record(i, f"n{i}") for i in range(1000)]
+    index = {(i, i + 1): [record] for i, record in enumerate(items)}
+    keep = items[:]
+    empty(items, None, index)
+    assert items == [] and index == {}
+    assert keep[999] == _Record(999, "n999")  # emptied, not the items themselves
+
+
+def test_to_tuple_moves_a_lists_items(accelerated: bool) -> None:
+    items = [_Record(i, f"n{i}") for i in range(1000)]
+    expected = tuple(items)
+    made = to_tuple(items)
+    assert made == expected and type(made) is tuple and items == []
+    assert to_tuple([]) == ()
+
+
+@needs_c
+def test_the_c_tuple_is_left_out_of_the_collector_only_where_no_item_may_be_in_a_cycle() -> None:
+    c = _accel.C
+    assert c is not None
+    records = c.public_tasks(_result(10).tasks, ProfilingTask)  # records of atoms: untracked
+    assert records and not any(gc.is_tracked(r) for r in records)
+    assert not gc.is_tracked(c.tuple_of(list(records)))
+    assert gc.is_tracked(c.tuple_of([[], *records]))  # a list may be in a cycle
+    assert gc.is_tracked(c.tuple_of([{}, *records]))  # so may a dict, tracked or not (yet)
+    assert gc.is_tracked(c.tuple_of([([],), *records]))  # and a tracked tuple
+
+
+# -- the public records in slices ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("start", "stop"),
+    [(None, None), (0, 0), (0, 3), (3, 7), (5, None), (None, 4), (-3, None), (2, 100), (6, 2), (100, 200)],
+)
+def test_slices_of_the_public_records_are_the_slices_of_all(
+    accelerated: bool, start: int | None, stop: int | None
+) -> None:
+    result = _result(10)
+    every = [raw.task() for raw in result.tasks]
+    assert result.profiling_tasks() == every
+    got = result.profiling_tasks(start, stop)
+    assert got == every[start:stop]
+    assert all(type(task) is ProfilingTask for task in got)
+
+
+def test_slices_of_the_public_records_add_up_to_all(accelerated: bool) -> None:
+    result = _result(1000)
+    pieces = [task for at in range(0, 1000, 64) for task in result.profiling_tasks(at, at + 64)]
+    assert pieces == result.profiling_tasks() == [raw.task() for raw in result.tasks]
+    assert repr(pieces) == repr(result.profiling_tasks())
+
+
+@needs_c
+def test_the_c_public_records_check_their_range() -> None:
+    assert _accel.C is not None
+    tasks = _result(3).tasks
+    for start, stop in ((-1, 2), (2, 1), (0, 4)):
+        with pytest.raises(ValueError, match="start <= stop"):
+            _accel.C.public_tasks(tasks, ProfilingTask, start, stop)
