@@ -26,7 +26,7 @@ from .._cann._export import run_export, run_export_async
 from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
-from ._raw_files import read_run, read_run_async
+from ._raw_files import decoding, read_run, read_run_async
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
 
 T = TypeVar("T")
@@ -92,7 +92,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
         return await _parse_async(step)
     if isinstance(step, Offload):
         # Cancelled: returns at once; the thread finishes its (side-effect free) work unseen.
-        return await anyio.to_thread.run_sync(step.fn, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(decoding, step.fn, abandon_on_cancel=True)
     if isinstance(step, Release):
         await release(step.box)
         return None

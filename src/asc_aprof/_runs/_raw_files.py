@@ -9,9 +9,9 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import anyio.to_thread
 
@@ -20,6 +20,8 @@ from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, ex
 from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
 logger = logging.getLogger("asc_aprof")
+
+T = TypeVar("T")
 
 
 class _WhileDecoding:
@@ -122,6 +124,13 @@ def _decoding() -> Iterator[None]:
     """Around every decode: the collector off, the switch interval pinned (both process-wide)."""
     with _gc_paused(), _switch_pinned():
         yield
+
+
+def decoding(fn: Callable[[], T]) -> T:
+    """``fn()`` as a decode runs (for whole-run work a worker thread does for the event loop:
+    splitting, columns, timelines of a decoded run): the collector off, the switch interval pinned."""
+    with _decoding():
+        return fn()
 
 
 def _listing(run_dir: Path) -> dict[str, list[str]]:

@@ -52,6 +52,7 @@ from .._model._records import ProfilingResult, ProfilingTask, make_result
 from .._model._toolkit import Toolkit
 from .._plans._columns import TaskColumns
 from .._plans._raw import Declined, RawReadDeclined, RawResult, Reader
+from .._plans._raw._chunked import to_tuple
 from ._csv import (
     RunTasks,
     TaskBatch,
@@ -356,9 +357,20 @@ class AsyncRun(_RunBase):
         return self._learnt(await drive_async(self._plan(counters)))
 
     async def result(self, *, counters: bool = False) -> ProfilingResult:
-        """As :meth:`Run.result`, awaited."""
+        """As :meth:`Run.result`, awaited: raw tasks become the result's tuple in a worker thread
+        (made in steps, so the loop runs meanwhile), CSVs are parsed between checkpoints."""
+        found = await self.obtain(counters=counters)
+        if found.raw is not None:
+            box: list[object] = [found.raw]
+            public = found.raw.profiling_tasks
+            run_counters = found.raw.counters
+            del found
+            tasks = await _offload(lambda: to_tuple(public()))
+            del public
+            await release(box)
+            return make_result(tasks, self.run_id, run_counters)
         gathered = RunTasks(counters)
-        async with contextlib.aclosing(self.batches(counters=counters)) as batches:
+        async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
             async for batch in batches:
                 gathered.add(batch)
         return make_result(gathered.tasks, self.run_id, gathered.counters())
@@ -423,8 +435,7 @@ def _raw_batches(raw: RawResult, size: int) -> Iterator[TaskBatch]:
     for start in range(0, total, size):
         stop = min(start + size, total)
         part = counters.select(range(start, stop)) if counters is not None else None
-        # a RawResult of the slice: its tuple is copied by reference, its records built in one C call
-        yield TaskBatch(RawResult(raw.tasks[start:stop], raw.source, raw.level0).profiling_tasks(), part)
+        yield TaskBatch(raw.profiling_tasks(start, stop), part)  # one bounded C call
 
 
 def open_run(
