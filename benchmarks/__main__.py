@@ -24,7 +24,7 @@ from ._common import REPO_ROOT, Config, Section, environment, markdown_table, qu
 
 SECTIONS = (
     "parse", "memory", "stalls", "sweep", "overhead", "waiters", "raw", "tune", "counters", "columnar",
-    "rawread",
+    "rawread", "imports",
 )  # fmt: skip
 DEFAULT_OUT = REPO_ROOT / "benchmarks" / "RESULTS.md"
 
@@ -212,6 +212,10 @@ def _run_section(name: str, cfg: Config, data_dir: Path, inputs: dict[str, Path]
         from . import columnar
 
         return columnar.run(cfg, data_dir, inputs)
+    if name == "imports":
+        from . import imports
+
+        return imports.run(cfg)
     if name == "rawread":
         from . import rawread
 
