@@ -262,8 +262,7 @@ def print_collection(infos: Sequence[RunInfo]) -> None:
     is the same whichever source gave the tasks."""
     line = collection_line(infos)
     if line:
-        width = terminal_width()
-        print("\n".join(textwrap.wrap(f"collection: {line}", width)) if width else f"collection: {line}")
+        print("\n".join(textwrap.wrap(f"collection: {line}", terminal_width() or TABLE_WIDTH)))
 
 
 def fmt(value: float) -> str:
