@@ -112,6 +112,14 @@ def test_overlapping_decodes_in_threads_restore_the_interval_after_the_last(inte
         leave.set()
 
 
+@needs_c
+def test_release_points_are_spaced_twice_the_pinned_switch_interval() -> None:
+    # A waiting thread asks for the GIL after a switch interval without a release; releases
+    # closer than that would keep restarting its wait.
+    assert _accel.C is not None
+    assert _accel.C.RELEASE_INTERVAL_NS >= 2 * SWITCH_INTERVAL * 1e9
+
+
 @pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
 def test_concurrent_read_runs_pin_the_interval_and_restore_it(
     interval: None, monkeypatch: pytest.MonkeyPatch

@@ -1632,7 +1632,7 @@ empty(PyObject *Py_UNUSED(module), PyObject *obj)
             if (PyList_SetSlice(obj, n > EMPTY_SLICE ? n - EMPTY_SLICE : 0, n, NULL) < 0) {
                 return NULL;
             }
-            release_gil();
+            release_if_due();
         }
         Py_RETURN_NONE;
     }
@@ -1728,6 +1728,10 @@ static int
 module_exec(PyObject *m)
 {
     if (record_new_init() < 0) {
+        return -1;
+    }
+    /* the spacing of release points (see _release.h): tests check it against the switch interval */
+    if (PyModule_AddIntConstant(m, "RELEASE_INTERVAL_NS", RELEASE_INTERVAL_NS) < 0) {
         return -1;
     }
     /* how records are built here (see _record_new.h): tests read it */

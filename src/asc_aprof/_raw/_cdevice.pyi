@@ -50,5 +50,8 @@ def public_tasks(
 def empty(container: list[Any] | dict[Any, Any], /) -> None: ...
 def tuple_of(items: list[Any], /) -> tuple[Any, ...]: ...
 
+#: The least time between two releases of the GIL at release points (ns; see _release.h)
+RELEASE_INTERVAL_NS: int
+
 #: 1 where records are built through tuple.__new__ (CPython >= 3.14, or ASC_APROF_RECORDS_VIA_NEW=1)
 RECORDS_VIA_NEW: int

@@ -109,7 +109,9 @@ class _SwitchPin(_WhileDecoding):
             self._saved = None
 
 
-#: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`.
+#: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`. The C loops let
+#: the GIL go at most every twice as long (``_release.h``: more often would keep a waiting thread
+#: from ever asking for it).
 SWITCH_INTERVAL: Final = 0.0005
 
 _gc_paused = _GcPause()
