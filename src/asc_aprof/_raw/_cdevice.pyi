@@ -1,5 +1,6 @@
 """Type stub of the optional C device loops (``_cdevice.c``); see :mod:`asc_aprof._raw._run`."""
 
+import mmap
 from typing import Any
 
 def paired_tasks(
@@ -34,7 +35,7 @@ def round3(x: float, /) -> float: ...
 def of_device(records: list[Any] | tuple[Any, ...], device: int, /) -> list[Any]: ...
 def ge_index(records: list[Any] | tuple[Any, ...], device: int, /) -> dict[Any, list[Any]]: ...
 def paired_stars(
-    data: bytes,
+    data: bytes | mmap.mmap,
     magic: int,
     base: float,
     hertz: float,
