@@ -59,7 +59,6 @@ release_clock_ns(void)
     QueryPerformanceFrequency(&hertz);
     return (uint64_t)((double)count.QuadPart / (double)hertz.QuadPart * 1e9);
 }
-#define RELEASE_THREAD_LOCAL __declspec(thread)
 #else
 #include <time.h>
 
@@ -70,6 +69,11 @@ release_clock_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &now);
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
+#endif
+
+#if defined(_MSC_VER)
+#define RELEASE_THREAD_LOCAL __declspec(thread)
+#else
 #define RELEASE_THREAD_LOCAL _Thread_local
 #endif
 
