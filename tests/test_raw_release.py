@@ -1,20 +1,24 @@
 """What keeps an event loop running while the raw reader decodes in another thread: the switch
 interval pinned low while any decode runs (and restored after the last), big containers taken
-apart and made in steps (C and pure code alike), and the public records built in slices."""
+apart and made in steps (C and pure code alike), the public records built in slices, and big
+record files read into memory maps (read as bytes would be)."""
 
 from __future__ import annotations
 
 import gc
+import mmap
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
 
 from asc_aprof import ProfilingTask
-from asc_aprof._plans._raw import RawResult, RawTask, _accel, _run
+from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _run
 from asc_aprof._plans._raw._chunked import empty, to_tuple
+from asc_aprof._plans._raw._types import DeclinedError
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
 
@@ -113,6 +117,14 @@ def test_overlapping_decodes_in_threads_restore_the_interval_after_the_last(inte
         leave.set()
 
 
+@needs_c
+def test_release_points_are_spaced_twice_the_pinned_switch_interval() -> None:
+    # A waiting thread asks for the GIL after a switch interval without a release; releases
+    # closer than that would keep restarting its wait.
+    assert _accel.C is not None
+    assert _accel.C.RELEASE_INTERVAL_NS >= 2 * SWITCH_INTERVAL * 1e9
+
+
 @pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
 def test_concurrent_read_runs_pin_the_interval_and_restore_it(
     interval: None, monkeypatch: pytest.MonkeyPatch
@@ -209,3 +221,50 @@ def test_the_c_public_records_check_their_range() -> None:
     for start, stop in ((-1, 2), (2, 1), (0, 4)):
         with pytest.raises(ValueError, match="start <= stop"):
             _accel.C.public_tasks(tasks, ProfilingTask, start, stop)
+
+
+# -- big files in memory maps -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
+def test_runs_read_from_memory_maps_read_as_from_bytes(accelerated: bool) -> None:
+    for name in real_run_names()[:6]:
+        (run_dir,) = (REAL_RUNS / name).glob("PROF_*")
+        plan, in_bytes = _driver._files(run_dir, mapped_min=1 << 60)
+        mapped_plan, in_maps = _driver._files(run_dir, mapped_min=1)
+        assert plan == mapped_plan and in_bytes.keys() == in_maps.keys()
+        assert {rel for rel, data in in_maps.items() if isinstance(data, mmap.mmap)} == {
+            rel for rel in plan.record_files if in_bytes[rel]
+        }
+        assert all(isinstance(data, bytes) for data in in_bytes.values())
+        assert all(bytes(in_maps[rel]) == data for rel, data in in_bytes.items())
+        for flags in ({"with_task_time": True, "with_counters": True}, {}):
+            got: list[object] = []
+            for files in (in_bytes, in_maps):
+                try:
+                    got.append(_run.decode_run(plan, files, **flags))
+                except DeclinedError as exc:
+                    got.append(exc.declined)
+            assert got[0] == got[1] and repr(got[0]) == repr(got[1]), name
+
+
+def test_joined_slices_go_into_a_map_from_a_size_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    slices = [bytes(range(256)) * 40, b"", b"\x07" * 12345, bytes(range(100))]
+    assert _decode.joined([slices[0]]) is slices[0]
+    assert _decode.joined([]) == b""
+    small = _decode.joined(slices)
+    assert type(small) is bytes and small == b"".join(slices)
+    monkeypatch.setattr(_decode, "MAPPED_MIN", 1000)
+    monkeypatch.setattr(_decode, "_COPY_STEP", 777)  # several steps per slice
+    big = _decode.joined(slices)
+    assert isinstance(big, mmap.mmap) and bytes(big) == small
+
+
+def test_a_file_that_changes_size_while_read_is_read_as_read_would(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_bytes(bytes(range(256)) * 100)
+    for size in (25600, 25000, 30000):  # as opened; grown since; shrunk since
+        with open(path, "rb", buffering=0) as stream:
+            data = _driver._read_mapped(stream, size)
+        assert bytes(data) == path.read_bytes()
+        assert isinstance(data, mmap.mmap) == (size == 25600)

@@ -121,8 +121,9 @@ def _open_dir(run: Path, parts: tuple[str, ...]) -> int:
     return fd
 
 
-def open_in_run(run: Path, path: Path, bound: Bound) -> BinaryIO:
-    """*path* (a file below *run*) opened for reading in binary, after the rule (module doc).
+def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -> BinaryIO:
+    """*path* (a file below *run*) opened for reading in binary, after the rule (module doc);
+    *buffered* False: the raw :class:`io.FileIO` (for ``readinto`` straight into a buffer).
 
     :raises RunFileError: a link on the way or at the end, not a regular file, over *bound*
     """
@@ -150,7 +151,7 @@ def open_in_run(run: Path, path: Path, bound: Bound) -> BinaryIO:
                 _BOUND_FIX[bound],
             )
         os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        return os.fdopen(fd, "rb", buffering=-1 if buffered else 0)
     except BaseException:
         os.close(fd)
         raise

@@ -5,17 +5,19 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import io
 import logging
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
 import anyio.to_thread
 
-from .._cann._files import Bound, RunFileError, RunFileMissing, list_in_run, read_in_run
+from .._cann._files import Bound, RunFileError, RunFileMissing, list_in_run, open_in_run
+from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
 from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
@@ -112,7 +114,9 @@ class _SwitchPin(_WhileDecoding):
             self._saved = None
 
 
-#: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`.
+#: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`. The C loops let
+#: the GIL go at most every twice as long (``_release.h``: more often would keep a waiting thread
+#: from ever asking for it).
 SWITCH_INTERVAL: Final = 0.0005
 
 _gc_paused = _GcPause()
@@ -148,24 +152,61 @@ def _listing(run_dir: Path) -> dict[str, list[str]]:
     return listing
 
 
-def _files(path: Path, counters: bool = True) -> tuple[RunPlan, dict[str, bytes]]:
-    """The run's plan and the bytes of every file it wants, read by the reading rule (_files);
-    without *counters* the PMU records (``ffts_profile``, a third of a run's bytes) are not read.
+def _files(
+    path: Path, counters: bool = True, mapped_min: int = MAPPED_MIN
+) -> tuple[RunPlan, dict[str, RawData]]:
+    """The run's plan and the contents of the files it wants, read by the reading rule
+    (:mod:`asc_aprof._cann._files`): bytes, or, for a file of binary records of *mapped_min*
+    bytes or more, an anonymous memory map (see :data:`RawData`: the decode reads both alike, and
+    a map is freed with the GIL released, where freeing a bytes object of 64 MB holds it for about
+    10 ms). Without *counters* the PMU records (``ffts_profile``, a third of a run's bytes) are
+    not read.
 
     :raises RunFileError: a link, a FIFO or another special file, or a file over its bound
     """
     plan = RunPlan.from_listing(_listing(path))
-    files: dict[str, bytes] = {}
+    record_files = plan.record_files
+    files: dict[str, RawData] = {}
     skipped = set() if counters else {p for dev in plan.devices for p in dev.ffts}
     for rel in plan.wanted:
         if rel in skipped:
             continue
         bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
-            files[rel] = read_in_run(path, path / rel, bound)
+            with open_in_run(path, path / rel, bound, buffered=False) as opened:
+                stream = cast(io.FileIO, opened)
+                size = os.fstat(stream.fileno()).st_size
+                if rel in record_files and size >= max(mapped_min, 1):
+                    files[rel] = _read_mapped(stream, size)
+                else:
+                    files[rel] = stream.readall()
         except RunFileMissing as exc:  # listed a moment ago: the run is being changed
             raise DeclinedError(DeclineReason.MALFORMED, str(exc)) from None
+        except RunFileError:
+            raise
+        except OSError as exc:
+            raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
     return plan, files
+
+
+def _read_mapped(stream: io.FileIO, size: int) -> RawData:
+    """The rest of *stream* (*size* bytes, as it was when opened) in a new memory map; bytes
+    where the file changed size meanwhile (what ``read()`` would have given)."""
+    out = mapped(size)
+    view = memoryview(out)
+    try:
+        got = 0
+        while got < size:
+            count = stream.readinto(view[got:])  # (the GIL is released while the kernel copies)
+            if not count:
+                break
+            got += count
+        rest = stream.readall() if got == size else b""
+        if got == size and not rest:
+            return out
+        return bytes(view[:got]) + rest
+    finally:
+        view.release()
 
 
 def read_run(

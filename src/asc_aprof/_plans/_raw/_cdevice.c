@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_rawdata.h"
 #include "_release.h"
 
 #include <float.h>
@@ -953,7 +954,7 @@ le64(const unsigned char *p)
 
 PyDoc_STRVAR(paired_stars_doc,
 "paired_stars(data, magic, base, hertz, offset, sqe_names, context, cls, /)\n--\n\n"
-"paired_tasks straight from the stars_soc bytes (a torn head of len(data) % 64 bytes skipped,\n"
+"paired_tasks straight from the stars_soc bytes (or memory map; a torn head of len(data) % 64 bytes skipped,\n"
 "little-endian words): None unless every record has the magic, is a task start or end with a\n"
 "known SQE type and a stream id below 2048 (the pure decoder and pairing decide the rest).");
 
@@ -964,8 +965,8 @@ paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
     unsigned int magic;
     PyObject *names, *context, *cls;
     double base, hertz, offset;
-    if (!PyArg_ParseTuple(args, "O!IdddO!OO:paired_stars", &PyBytes_Type, &bytes, &magic, &base, &hertz, &offset,
-                          &PyTuple_Type, &names, &context, &cls)) {
+    if (!PyArg_ParseTuple(args, "OIdddO!OO:paired_stars", &bytes, &magic, &base, &hertz, &offset, &PyTuple_Type,
+                          &names, &context, &cls)) {
         return NULL;
     }
     PyObject *result = NULL;
@@ -975,13 +976,13 @@ paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
     if (alloc == NULL) {
         goto done;
     }
-    char *buf;
+    const unsigned char *buf;
     Py_ssize_t len;
-    if (PyBytes_AsStringAndSize(bytes, &buf, &len) < 0) {
+    if (raw_data(bytes, &buf, &len) < 0) {
         goto done;
     }
     Py_ssize_t nnames = PyTuple_Size(names), n = len / STARS_SIZE;
-    const unsigned char *data = (const unsigned char *)buf + len % STARS_SIZE;
+    const unsigned char *data = buf + len % STARS_SIZE;
     if (records_alloc(&r, n, 1) < 0) {
         goto done;
     }
@@ -1632,7 +1633,7 @@ empty(PyObject *Py_UNUSED(module), PyObject *obj)
             if (PyList_SetSlice(obj, n > EMPTY_SLICE ? n - EMPTY_SLICE : 0, n, NULL) < 0) {
                 return NULL;
             }
-            release_gil();
+            release_if_due();
         }
         Py_RETURN_NONE;
     }
@@ -1728,6 +1729,10 @@ static int
 module_exec(PyObject *m)
 {
     if (record_new_init() < 0) {
+        return -1;
+    }
+    /* the spacing of release points (see _release.h): tests check it against the switch interval */
+    if (PyModule_AddIntConstant(m, "RELEASE_INTERVAL_NS", RELEASE_INTERVAL_NS) < 0) {
         return -1;
     }
     /* how records are built here (see _record_new.h): tests read it */

@@ -1,5 +1,6 @@
 """Type stub of the optional C device loops (``_cdevice.c``); see :mod:`asc_aprof._raw._run`."""
 
+import mmap
 from typing import Any
 
 def paired_tasks(
@@ -34,7 +35,7 @@ def round3(x: float, /) -> float: ...
 def of_device(records: list[Any] | tuple[Any, ...], device: int, /) -> list[Any]: ...
 def ge_index(records: list[Any] | tuple[Any, ...], device: int, /) -> dict[Any, list[Any]]: ...
 def paired_stars(
-    data: bytes,
+    data: bytes | mmap.mmap,
     magic: int,
     base: float,
     hertz: float,
@@ -49,6 +50,9 @@ def public_tasks(
 ) -> list[Any]: ...
 def empty(container: list[Any] | dict[Any, Any], /) -> None: ...
 def tuple_of(items: list[Any], /) -> tuple[Any, ...]: ...
+
+#: The least time between two releases of the GIL at release points (ns; see _release.h)
+RELEASE_INTERVAL_NS: int
 
 #: 1 where records are built through tuple.__new__ (CPython >= 3.14, or ASC_APROF_RECORDS_VIA_NEW=1)
 RECORDS_VIA_NEW: int

@@ -2,10 +2,11 @@
  *
  * host_tables() does what _host._host_tables_py does with a run's host records (lists of
  * api_event, node_basic_info, tensor_info and task_track record tuples; or, for all but
- * tensor_info, the bytes of their files, read in place without making a record object): the
- * runtime tasks in the exporter's order (flips counted, groups sorted), every thread's queue
- * sorted by (time, level, order added), the call tree built and walked in one pass, and the
- * host tasks and GE tasks made from each task record and its node launch. It returns the two
+ * tensor_info, their files' contents (bytes or a memory map, see _rawdata.h), read in place
+ * without making a record object): the runtime tasks in the exporter's order (flips counted,
+ * groups sorted), every thread's queue sorted by (time, level, order added), the call tree
+ * built and walked in one pass, and the host tasks and GE tasks made from each task record and
+ * its node launch. It returns the two
  * lists, or None when a record is not what the decoders make (not a list of tuples of the
  * expected size, a field that is not an int in [0, 2**64)): Python then runs its own loops,
  * which say what is wrong. in_place() tells whether a file's bytes may be handed over as they
@@ -31,6 +32,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_rawdata.h"
 #include "_release.h"
 
 /* Queue levels (as _host.py numbers them) and the codes _host._api_level returns. */
@@ -1093,16 +1095,17 @@ source(PyObject *obj, Py_ssize_t size, Source *src)
         src->n = PyList_Size(obj);
         return 1;
     }
-    if (!PyBytes_Check(obj)) {
-        return 0;
-    }
-    char *data;
+    const unsigned char *data;
     Py_ssize_t len;
-    if (PyBytes_AsStringAndSize(obj, &data, &len) < 0) {
-        return -1;
+    if (raw_data(obj, &data, &len) < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0; /* not records, not a file's contents */
     }
     src->list = NULL;
-    src->buf = (const unsigned char *)data + len % size;
+    src->buf = data + len % size;
     src->n = len / size;
     return 1;
 }
@@ -1111,7 +1114,8 @@ PyDoc_STRVAR(host_tables_doc,
              "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, /)\n--\n\n"
              "The host tasks and GE tasks of a run as two lists (see asc_aprof._plans._raw._host), or None\n"
              "when a record is not what the decoders make. apis, basics and tracks are lists of\n"
-             "records or the bytes of their files (checked records, read in place).");
+             "records or their files' contents, bytes or a memory map (checked records, read in\n"
+             "place).");
 
 static PyObject *
 host_tables(PyObject *self, PyObject *args)
@@ -1179,7 +1183,8 @@ host_tables(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(in_place_doc,
              "in_place(data, size, api, /)\n--\n\n"
-             "Whether host_tables may read the size-byte host records of data (bytes) in place: a\n"
+             "Whether host_tables may read the size-byte host records of data (bytes or a memory\n"
+             "map) in place: a\n"
              "little-endian host and every record with the host magic and a known level (api: and\n"
              "no event record, end = all ones), so that its decoder would decline none of them.");
 
@@ -1193,19 +1198,19 @@ in_place(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "Onp:in_place", &data, &size, &api)) {
         return NULL;
     }
-    if (!PyBytes_Check(data) || size < 32) {
-        PyErr_SetString(PyExc_TypeError, "in_place: data must be bytes and size at least 32");
+    if (size < 32) {
+        PyErr_SetString(PyExc_TypeError, "in_place: size must be at least 32");
         return NULL;
     }
-    char *buf;
+    const unsigned char *buf;
     Py_ssize_t len;
-    if (PyBytes_AsStringAndSize(data, &buf, &len) < 0) {
+    if (raw_data(data, &buf, &len) < 0) {
         return NULL;
     }
     if (!little_endian()) {
         Py_RETURN_FALSE;
     }
-    const unsigned char *p = (const unsigned char *)buf + len % size;
+    const unsigned char *p = buf + len % size;
     for (Py_ssize_t i = 0, n = len / size; i < n; i++, p += size) {
         RELEASE_POINT(i, RELEASE_PLAIN);
         if (le(p, 2) != 0x5A5A || !known_level(le(p + 2, 2)) || (api && le(p + 24, 8) == UINT64_MAX)) {

@@ -1,18 +1,19 @@
 """Type stub of the optional C host loops (``_chost.c``); see :mod:`asc_aprof._raw._host`."""
 
+import mmap
 from collections.abc import Sequence
 
 def host_tables(
-    apis: Sequence[tuple[int, ...]],
-    basics: Sequence[tuple[int, ...]],
+    apis: Sequence[tuple[int, ...]] | bytes | mmap.mmap,
+    basics: Sequence[tuple[int, ...]] | bytes | mmap.mmap,
     tensors: Sequence[tuple[int, ...]],
-    tracks: Sequence[tuple[int, ...]],
+    tracks: Sequence[tuple[int, ...]] | bytes | mmap.mmap,
     level0: bool,
     all_export: bool,
     lookups: tuple[object, ...],
     /,
 ) -> tuple[list[object], list[object]] | None: ...
-def in_place(data: bytes, size: int, api: bool, /) -> bool: ...
+def in_place(data: bytes | mmap.mmap, size: int, api: bool, /) -> bool: ...
 
 #: 1 where records are built through tuple.__new__ (CPython >= 3.14, or ASC_APROF_RECORDS_VIA_NEW=1)
 RECORDS_VIA_NEW: int

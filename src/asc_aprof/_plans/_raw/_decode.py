@@ -11,11 +11,12 @@ import array
 import configparser
 import dataclasses
 import json
+import mmap
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeAlias
 
 from ._types import DeclinedError, DeclineReason
 
@@ -103,7 +104,25 @@ _TRACK_FIELDS: Final = struct.Struct("<2xHII4xQHHHHQQ16x")
 _BASIC_FIELDS: Final = struct.Struct("<2xHII4xQQIQII12x")
 
 
-def records(data: bytes, size: int) -> Iterator[memoryview]:
+#: A raw file's contents: bytes, or, for a big file of binary records, an anonymous memory map
+#: (``_driver._files``; freeing a map lets the GIL go, freeing as big a bytes object does not).
+#: Every decoder reads either through a memoryview, and the C loops read both in place.
+RawData: TypeAlias = "bytes | mmap.mmap"
+
+#: Joined slices of at least this many bytes go into a memory map (see :func:`joined`).
+MAPPED_MIN: Final = 1 << 20
+#: Bytes copied per step into a map (a bytecode each: other threads run between steps).
+_COPY_STEP: Final = 1 << 20
+
+
+def mapped(size: int) -> mmap.mmap:
+    """A new anonymous memory map of *size* bytes (zeros), private to this process."""
+    if sys.platform == "win32":
+        return mmap.mmap(-1, size)
+    return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
+
+
+def records(data: RawData, size: int) -> Iterator[memoryview]:
     """The *size*-byte records of a file (or of several slices joined in order).
 
     As the exporter does, a length that is not a multiple of *size* loses its *leading* bytes:
@@ -114,8 +133,25 @@ def records(data: bytes, size: int) -> Iterator[memoryview]:
         yield view[offset : offset + size]
 
 
-def joined(slices: Iterable[bytes]) -> bytes:
-    return b"".join(slices)
+def joined(slices: Iterable[RawData]) -> RawData:
+    """The slices of a file in order, as one: the slice itself where there is one; else bytes, or
+    a memory map (filled in steps) from :data:`MAPPED_MIN` bytes on."""
+    parts = list(slices)
+    if len(parts) == 1:
+        return parts[0]
+    size = sum(len(part) for part in parts)
+    if size < MAPPED_MIN:
+        return b"".join(parts)
+    out = mapped(size)
+    at = 0
+    for part in parts:
+        view = memoryview(part)
+        for begin in range(0, len(view), _COPY_STEP):
+            piece = view[begin : begin + _COPY_STEP]
+            out[at : at + len(piece)] = piece
+            at += len(piece)
+        view.release()
+    return out
 
 
 # -- device: stars_soc task log ---------------------------------------------------------------
@@ -131,7 +167,7 @@ class StarsRecord(NamedTuple):
     counter: int
 
 
-def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[Any, ...]]:
+def _unpacked(data: RawData, layout: struct.Struct, size: int) -> Iterator[tuple[Any, ...]]:
     """Every record of *data* unpacked (leading bytes of a torn file dropped, see :func:`records`)."""
     assert layout.size == size
     return layout.iter_unpack(memoryview(data)[len(data) % size :])
@@ -141,7 +177,7 @@ def _unpacked(data: bytes, layout: struct.Struct, size: int) -> Iterator[tuple[A
 _new: Final = tuple.__new__
 
 
-def _host_view(data: bytes, size: int) -> memoryview | None:
+def _host_view(data: RawData, size: int) -> memoryview | None:
     """The whole host records of *data* (a torn head dropped, see :func:`records`) when every
     one has the host magic and a known level; else None: the record-by-record loop then says
     which is declined (also on a big-endian host, where the words are not read in place)."""
@@ -173,7 +209,7 @@ FUNCTION_SUBTASK_START: Final = 34
 FUNCTION_SUBTASK_END: Final = 35
 
 
-def stars_records(data: bytes) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
+def stars_records(data: RawData) -> tuple[list[StarsRecord], list[SubtaskRecord]]:
     """The task log (functions 0 and 1) and the FFTS+ subtask log (34 and 35) of ``stars_soc``."""
     tasks: list[StarsRecord] = []
     subtasks: list[SubtaskRecord] = []
@@ -207,7 +243,7 @@ _WORDS16: Final = STARS_SIZE // 2
 _WORDS64: Final = STARS_SIZE // 8
 
 
-def stars_columns(data: bytes) -> tuple[StarsColumns, list[SubtaskRecord]]:
+def stars_columns(data: RawData) -> tuple[StarsColumns, list[SubtaskRecord]]:
     """:func:`stars_records` as columns: the same task-log records in the same order, and the
     same FFTS+ subtask records. The words are read straight out of the file (no record objects);
     a file with anything unusual (a bad magic, subtask records, a big-endian host) takes
@@ -249,7 +285,7 @@ class ContextRecord(NamedTuple):
     context_ids: str  # comma-joined, as the exporter keeps them
 
 
-def context_records(data: bytes) -> list[ContextRecord]:
+def context_records(data: RawData) -> list[ContextRecord]:
     out: list[ContextRecord] = []
     for fields in _unpacked(data, _CONTEXT, ADDITIONAL_SIZE):
         magic, level, _stype, thread, _len, ts, _node, count = fields[:8]
@@ -279,7 +315,7 @@ class FlipRecord:
 TS_TAG_FLIP: Final = 14
 
 
-def ts_track_flips(data: bytes) -> list[FlipRecord]:
+def ts_track_flips(data: RawData) -> list[FlipRecord]:
     out: list[FlipRecord] = []
     for _b0, tag, _h, _l, counter, stream, flip_num, _x, task in _unpacked(data, _TS_TRACK, TS_TRACK_SIZE):
         if tag != TS_TAG_FLIP:
@@ -313,7 +349,7 @@ def _bad_host(magic: int, level: int, what: str) -> DeclinedError:
     return DeclinedError(DeclineReason.MALFORMED, f"{what} record with magic {magic:#06x}, level {level}")
 
 
-def api_records(data: bytes) -> list[ApiRecord]:
+def api_records(data: RawData) -> list[ApiRecord]:
     view = _host_view(data, API_EVENT_SIZE)
     if view is not None:
         words = view.cast("Q")  # five per record: start, end in the third and fourth
@@ -322,13 +358,13 @@ def api_records(data: bytes) -> list[ApiRecord]:
     return _api_records(data)
 
 
-def api_starts(data: bytes) -> bool:
+def api_starts(data: RawData) -> bool:
     """Whether *data* has an API record :func:`api_records` keeps (one whose start is not 0)."""
     view = memoryview(data)[len(data) % API_EVENT_SIZE :].cast("Q")
     return any(view[2::5].tolist())
 
 
-def _api_records(data: bytes) -> list[ApiRecord]:
+def _api_records(data: RawData) -> list[ApiRecord]:
     """:func:`api_records` record by record: the reference, and where a record is declined."""
     out: list[ApiRecord] = []
     append = out.append
@@ -362,7 +398,7 @@ class TaskTrackRecord(NamedTuple):
     kernel_hash: int
 
 
-def task_track_records(data: bytes) -> list[TaskTrackRecord]:
+def task_track_records(data: RawData) -> list[TaskTrackRecord]:
     view = _host_view(data, HOST_COMPACT_SIZE)
     if view is None:
         return _task_track_records(data)
@@ -377,7 +413,7 @@ def task_track_records(data: bytes) -> list[TaskTrackRecord]:
     ]
 
 
-def _task_track_records(data: bytes) -> list[TaskTrackRecord]:
+def _task_track_records(data: RawData) -> list[TaskTrackRecord]:
     """:func:`task_track_records` record by record: the reference, and where one is declined."""
     out: list[TaskTrackRecord] = []
     append = out.append
@@ -415,14 +451,14 @@ class NodeBasicRecord(NamedTuple):
         return (self.block_word & 0xFFFF) * (self.block_word >> 16)
 
 
-def node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+def node_basic_records(data: RawData) -> list[NodeBasicRecord]:
     view = _host_view(data, HOST_COMPACT_SIZE)
     if view is None:
         return _node_basic_records(data)
     return list(map(_new, repeat(NodeBasicRecord), _BASIC_FIELDS.iter_unpack(view)))
 
 
-def _node_basic_records(data: bytes) -> list[NodeBasicRecord]:
+def _node_basic_records(data: RawData) -> list[NodeBasicRecord]:
     """:func:`node_basic_records` record by record: the reference, and where one is declined."""
     out: list[NodeBasicRecord] = []
     for fields in _unpacked(data, _NODE_BASIC, HOST_COMPACT_SIZE):
@@ -442,7 +478,7 @@ class HeaderRecord(NamedTuple):
     timestamp: int
 
 
-def header_records(data: bytes, what: str) -> list[HeaderRecord]:
+def header_records(data: RawData, what: str) -> list[HeaderRecord]:
     """The headers of 256-byte additional records (``tensor_info``)."""
     out: list[HeaderRecord] = []
     for magic, level, stype, thread, _len, ts in _unpacked(data, _HOST_HEADER, ADDITIONAL_SIZE):
@@ -455,19 +491,19 @@ def header_records(data: bytes, what: str) -> list[HeaderRecord]:
 # -- text files -------------------------------------------------------------------------------
 
 
-def _text(data: bytes, what: str) -> str:
+def _text(data: RawData, what: str) -> str:
     try:
-        return data.decode("utf-8")
+        return (data if isinstance(data, bytes) else bytes(data)).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not UTF-8 ({exc})") from None
 
 
-def _lines(data: bytes, what: str) -> list[str]:
+def _lines(data: RawData, what: str) -> list[str]:
     """Lines as Python's text mode reads them (universal newlines: ``\\r\\n``, ``\\r``, ``\\n``)."""
     return _text(data, what).replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
-def hash_dic(data: bytes, into: dict[str, str]) -> None:
+def hash_dic(data: RawData, into: dict[str, str]) -> None:
     """``hash:name`` lines (``unaging.additional.hash_dic``) into *into* (later lines win)."""
     for line in _lines(data, "hash_dic"):
         if ":" not in line:
@@ -477,7 +513,7 @@ def hash_dic(data: bytes, into: dict[str, str]) -> None:
             into[key] = value
 
 
-def type_info_dic(data: bytes, into: dict[str, dict[str, str]]) -> None:
+def type_info_dic(data: RawData, into: dict[str, dict[str, str]]) -> None:
     """``level_type:name`` lines into ``{level name: {type: name}}``."""
     for line in _lines(data, "type_info_dic"):
         if ":" not in line or "_" not in line:
@@ -492,7 +528,7 @@ def type_info_dic(data: bytes, into: dict[str, dict[str, str]]) -> None:
             into.setdefault(LEVELS[int(level)], {})[number] = value
 
 
-def json_object(data: bytes, what: str) -> dict[str, object]:
+def json_object(data: RawData, what: str) -> dict[str, object]:
     """The JSON object on the first line of *data* (as the exporter reads info/sample/start_info)."""
     first = _text(data, what).split("\n", 1)[0]
     try:
@@ -504,7 +540,7 @@ def json_object(data: bytes, what: str) -> dict[str, object]:
     return value
 
 
-def key_values(data: bytes, what: str) -> dict[str, str]:
+def key_values(data: RawData, what: str) -> dict[str, str]:
     """``key: value`` lines of ``dev_start.log.N``."""
     out: dict[str, str] = {}
     for line in _lines(data, what):
@@ -514,7 +550,7 @@ def key_values(data: bytes, what: str) -> dict[str, str]:
     return out
 
 
-def ini_first_section(data: bytes, what: str) -> Mapping[str, str]:
+def ini_first_section(data: RawData, what: str) -> Mapping[str, str]:
     """The first section of ``host_start.log.N`` (an INI file: ``[DeviceN]``)."""
     parser = configparser.ConfigParser()
     try:

@@ -38,6 +38,7 @@ from ._decode import (
     ContextRecord,
     HeaderRecord,
     NodeBasicRecord,
+    RawData,
     TaskTrackRecord,
     api_records,
     api_starts,
@@ -47,7 +48,7 @@ from ._decode import (
 from ._types import DeclinedError, DeclineReason
 
 
-def _load_accelerator() -> tuple[Callable[..., Any], Callable[[bytes, int, bool], bool]] | None:
+def _load_accelerator() -> tuple[Callable[..., Any], Callable[[RawData, int, bool], bool]] | None:
     try:
         from ._chost import host_tables, in_place
     except ImportError:  # built without a compiler: the extension is optional
@@ -406,9 +407,9 @@ class HostRecords:
         self.tensors: list[HeaderRecord] = []
         self.contexts: list[ContextRecord] = []
         self.tracks: list[TaskTrackRecord] = []
-        self.in_place: dict[str, bytes] = {}  # "apis", "tracks", "node_basics": raw file bytes
+        self.in_place: dict[str, RawData] = {}  # "apis", "tracks", "node_basics": raw file bytes
 
-    def take(self, kind: str, data: bytes) -> None:
+    def take(self, kind: str, data: RawData) -> None:
         """The records of *kind* (``apis``, ``tracks`` or ``node_basics``) from their file's bytes;
         raises what their decoder raises."""
         decode, size = _IN_PLACE[kind]
@@ -437,7 +438,7 @@ class HostRecords:
 
 
 #: Per kind of records :meth:`HostRecords.take` may keep in place: its decoder and record size.
-_IN_PLACE: Final[dict[str, tuple[Callable[[bytes], list[Any]], int]]] = {
+_IN_PLACE: Final[dict[str, tuple[Callable[[RawData], list[Any]], int]]] = {
     "apis": (api_records, API_EVENT_SIZE),
     "tracks": (task_track_records, HOST_COMPACT_SIZE),
     "node_basics": (node_basic_records, HOST_COMPACT_SIZE),

@@ -57,6 +57,7 @@ from typing import Final, NamedTuple
 
 from ..._model._counters import TaskCounters
 from ._chunked import empty
+from ._decode import RawData
 from ._types import DeclinedError, DeclineReason
 
 NA: Final = "N/A"
@@ -157,7 +158,7 @@ class PmuRecords(NamedTuple):
     block_keys: frozenset[tuple[int, int, int]]
 
 
-def pmu_records(data: bytes, unpack: Callable[[int, int], tuple[int, int]]) -> PmuRecords:
+def pmu_records(data: RawData, unpack: Callable[[int, int], tuple[int, int]]) -> PmuRecords:
     """Decode ``ffts_profile`` bytes; *unpack* maps raw (stream, task) fields to ids.
 
     :raises DeclinedError: a record of another function (the exporter skips it with an error)
@@ -1133,7 +1134,7 @@ PmuTable = tuple[tuple[str, ...], list[list[Value]]]
 
 def device_cells(
     folder: str,
-    ffts: bytes | None,
+    ffts: RawData | None,
     sample: Callable[[], Mapping[str, object]],
     info: Mapping[str, object],
     unpack: Callable[[int, int], tuple[int, int]],

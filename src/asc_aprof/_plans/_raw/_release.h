@@ -4,35 +4,81 @@
  * loops over a run's records holds the GIL from start to end (a second for 500,000 tasks), and
  * the event loop cannot run meanwhile. So every loop whose length grows with the run passes a
  * release point every N iterations, N chosen per kind of loop so that the work between two
- * points stays in the tens of microseconds:
+ * checks stays in the tens of microseconds:
  *
  *   RELEASE_OBJECTS  loops that make Python objects or call Python (about 0.3 to 2 us each);
  *   RELEASE_READS    loops that read Python objects or hash keys in C (up to about 0.2 us each);
  *   RELEASE_PLAIN    loops over C arrays only (a few ns to a few tens of ns each).
  *
- * A release point releases the GIL and takes it back. A thread waiting for the GIL asks for it
- * after sys.getswitchinterval() (which asc_aprof._raw._driver pins low while a decode runs), and
- * CPython makes the holder hand it over at its next release; without a waiter it costs a mutex
- * round trip. Sections that touch no Python object at all (sorting C arrays) run with the GIL
- * released throughout (RELEASED_IF).
+ * A release point lets the GIL go and takes it back, if this thread last did so at least
+ * RELEASE_INTERVAL_NS ago (a monotonic clock read at each check); otherwise it does nothing.
+ * How CPython (3.11 and later) hands the GIL over: a thread that wants it waits on a condition
+ * variable for one switch interval (sys.getswitchinterval(), which asc_aprof._runs._raw_files pins
+ * to SWITCH_INTERVAL while a decode runs); if nothing woke it meanwhile, it asks the holder to
+ * drop the GIL, and the holder's next release then waits until the other thread has it. But
+ * every release wakes the waiter and restarts its wait, and the releasing thread, already
+ * running, nearly always takes the GIL back first: releasing more often than the switch
+ * interval would keep the waiter from ever asking (measured: stalls of 20-100 ms with a
+ * release every 64 records). So releases are spaced RELEASE_INTERVAL_NS apart, twice the
+ * switch interval: a waiter asks within one interval of its wait, and gets the GIL at the
+ * next release, at most RELEASE_INTERVAL_NS + the switch interval after it began to wait.
+ * Sections that touch no Python object at all (sorting C arrays) run with the GIL released
+ * throughout (RELEASED_IF): long enough for a waiter to take it.
  *
  * Why this is safe: while the GIL is released this thread touches no Python object, and when it
  * takes the GIL back every borrowed reference the loop holds is still valid because the objects
  * the loops read are private to the decode that called them: lists, dicts and tuples the decode
  * built itself (or tuples and bytes, which are immutable), passed to these functions by the
- * raw reader's own code (_run.py, _host.py, _types.py), which never shares them with another
- * thread while a call runs. Only another thread mutating those containers could invalidate a
- * borrowed item, and none can reach them. (The loops call back into Python already, where the
- * interpreter may switch threads at any bytecode; they relied on the same privacy before.)
+ * raw reader's own code (_run.py, _host.py, _pmu.py, _chunked.py, _types.py), which never shares
+ * them with another thread while a call runs. Only another thread mutating those containers
+ * could invalidate a borrowed item, and none can reach them. (The loops call back into Python
+ * already, where the interpreter may switch threads at any bytecode; they relied on the same
+ * privacy before.)
  */
 #ifndef ASC_APROF_RELEASE_H
 #define ASC_APROF_RELEASE_H
 
 #include <Python.h>
+#include <stdint.h>
 
 #define RELEASE_OBJECTS 64
 #define RELEASE_READS 256
 #define RELEASE_PLAIN 4096
+
+/* At least this long between two releases of one thread: twice _driver.SWITCH_INTERVAL. */
+#define RELEASE_INTERVAL_NS 1000000
+
+#if defined(_WIN32)
+#include <windows.h>
+
+static uint64_t
+release_clock_ns(void)
+{
+    LARGE_INTEGER count, hertz;
+    QueryPerformanceCounter(&count);
+    QueryPerformanceFrequency(&hertz);
+    return (uint64_t)((double)count.QuadPart / (double)hertz.QuadPart * 1e9);
+}
+#else
+#include <time.h>
+
+static uint64_t
+release_clock_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+#endif
+
+#if defined(_MSC_VER)
+#define RELEASE_THREAD_LOCAL __declspec(thread)
+#else
+#define RELEASE_THREAD_LOCAL _Thread_local
+#endif
+
+/* When this thread last let the GIL go at a release point (0: not yet). */
+static RELEASE_THREAD_LOCAL uint64_t release_last_ns;
 
 /* Lets the GIL go and takes it back: another thread that asked for it gets it here. */
 static void
@@ -40,14 +86,24 @@ release_gil(void)
 {
     Py_BEGIN_ALLOW_THREADS
     Py_END_ALLOW_THREADS
+    release_last_ns = release_clock_ns();
+}
+
+/* release_gil() if this thread last let the GIL go RELEASE_INTERVAL_NS ago or longer. */
+static void
+release_if_due(void)
+{
+    if (release_clock_ns() - release_last_ns >= RELEASE_INTERVAL_NS) {
+        release_gil();
+    }
 }
 
 /* A release point at the start of iteration i of a loop: every `every` (a power of two)
- * iterations. Put where the loop holds no reference it has not accounted for. */
+ * iterations, release_if_due(). Put where the loop holds no reference it has not accounted for. */
 #define RELEASE_POINT(i, every)                                                                    \
     do {                                                                                           \
         if (((size_t)(i) & ((size_t)(every) - 1)) == (size_t)(every) - 1) {                        \
-            release_gil();                                                                         \
+            release_if_due();                                                                      \
         }                                                                                          \
     } while (0)
 
@@ -58,6 +114,7 @@ release_gil(void)
         if (cond) {                                                                                \
             Py_BEGIN_ALLOW_THREADS statement;                                                      \
             Py_END_ALLOW_THREADS                                                                   \
+            release_last_ns = release_clock_ns();                                                  \
         }                                                                                          \
         else {                                                                                     \
             statement;                                                                             \

@@ -40,6 +40,7 @@ from ._decode import (
     SQE_TYPES,
     STARS_MAGIC,
     FlipRecord,
+    RawData,
     StarsColumns,
     SubtaskRecord,
     context_records,
@@ -166,6 +167,15 @@ class RunPlan:
             # ffts_profile holds the PMU counters (read by ._pmu only when they are asked for).
             paths += [*dev.stars, *dev.ts_track, *dev.ffts]
         return paths
+
+    @property
+    def record_files(self) -> frozenset[str]:
+        """The files of fixed-size binary records (every wanted file but the text ones): the
+        big ones, which :mod:`._driver` may read into memory maps (see :data:`._decode.RawData`)."""
+        text = {*self.host_data.get("hash_dic", ()), *self.host_data.get("type_info_dic", ())}
+        binary = [p for ps in self.host_data.values() for p in ps if p not in text]
+        binary += [p for dev in self.devices for p in (*dev.stars, *dev.ts_track, *dev.ffts)]
+        return frozenset(binary)
 
     @classmethod
     def from_listing(cls, listing: Mapping[str, Sequence[str]]) -> RunPlan:
@@ -546,7 +556,7 @@ def stream_task_ids(stream: int, task: int, sqe_type: int, expanded: bool) -> tu
 
 
 def _stars_tasks(
-    data: bytes, clock: DeviceClock, folder: str, expanded: bool
+    data: RawData, clock: DeviceClock, folder: str, expanded: bool
 ) -> tuple[list[_DeviceTask], list[SubtaskRecord]]:
     """The device tasks of a ``stars_soc`` log and its FFTS+ subtask records: :func:`_paired_tasks`
     of :func:`stars_columns` (in C straight from the bytes where every record is a plain one)."""
@@ -1047,7 +1057,7 @@ class _PmuSource(NamedTuple):
     flips: list[FlipRecord]
 
 
-def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool) -> PmuTable:
+def _device_pmu(out: _Device, files: Mapping[str, RawData], *, verified_only: bool) -> PmuTable:
     """*out*'s PMU cells (see :func:`._pmu.device_cells`)."""
     dev, source = out.dev, out.pmu
     assert source is not None
@@ -1088,7 +1098,7 @@ def _device_pmu(out: _Device, files: Mapping[str, bytes], *, verified_only: bool
     )
 
 
-def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCounters:
+def _counters(outputs: Sequence[_Device], files: Mapping[str, RawData]) -> TaskCounters:
     """The op_summary rows' PMU counters as the CSV path reads them (``N/A``: None)."""
     tables = [_device_pmu(out, files, verified_only=True) for out in outputs]
     try:
@@ -1099,7 +1109,7 @@ def _counters(outputs: Sequence[_Device], files: Mapping[str, bytes]) -> TaskCou
 
 def _device(
     dev: DevicePlan,
-    files: Mapping[str, bytes],
+    files: Mapping[str, RawData],
     tables: HostTables,
     hashes: Mapping[str, str],
     *,
@@ -1176,7 +1186,7 @@ def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int,
     return ge
 
 
-def _outputs(plan: RunPlan, files: Mapping[str, bytes]) -> tuple[list[_Device], bool]:
+def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device], bool]:
     """Every device's exported rows (folder-name order), and whether the run is task time level 0."""
     if plan.host_info is not None and plan.host_sample is not None:
         host_info = json_object(files[plan.host_info], "host/info.json")
@@ -1271,7 +1281,7 @@ def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
 
 
 def decode_run(
-    plan: RunPlan, files: Mapping[str, bytes], *, with_task_time: bool = False, with_counters: bool = False
+    plan: RunPlan, files: Mapping[str, RawData], *, with_task_time: bool = False, with_counters: bool = False
 ) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
 
@@ -1290,7 +1300,7 @@ def decode_run(
 
 def _result(
     outputs: Sequence[_Device],
-    files: Mapping[str, bytes],
+    files: Mapping[str, RawData],
     level0: bool,
     with_task_time: bool,
     with_counters: bool,
@@ -1354,7 +1364,7 @@ class ExportRows(NamedTuple):
     devices: tuple[DeviceRows, ...]
 
 
-def export_rows(plan: RunPlan, files: Mapping[str, bytes], *, pmu: bool = False) -> ExportRows:
+def export_rows(plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = False) -> ExportRows:
     """The rows of the exporter's op_summary and task_time CSVs, for a CSV writer (the simulated
     ``msprof.py``): like :func:`decode_run`, but every row, any number of them, and no decline for
     a run without tasks (its CSVs have control tasks only).
@@ -1376,7 +1386,7 @@ def export_rows(plan: RunPlan, files: Mapping[str, bytes], *, pmu: bool = False)
     return ExportRows(level0, tuple(devices))
 
 
-def _stream_expansion(files: Mapping[str, bytes], paths: Sequence[str]) -> bool:
+def _stream_expansion(files: Mapping[str, RawData], paths: Sequence[str]) -> bool:
     """Whether streams are "expanded": the first ``expand_stream_spec`` record's status byte."""
     for path in paths:
         found = list(records(files[path], HOST_COMPACT_SIZE))
