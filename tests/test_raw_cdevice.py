@@ -279,11 +279,7 @@ PLAN = DevicePlan(0, "device_0", "", "", "", "", "", (), (), ())
 
 
 def op_rows(
-    ascend: list[Any],
-    ge: dict[tuple[int, int, int, int], list[GeTask]],
-    offset: float,
-    begin: str,
-    level0: bool,
+    ascend: list[Any], ge: list[GeTask], offset: float, begin: str, level0: bool
 ) -> tuple[list[Any], list[Any]]:
     hashes = {"h1": "hashed_name"}
     out = _Device(PLAN, clock(offset, begin), ascend, [], ge, hashes, level0)
@@ -302,14 +298,14 @@ START = st.one_of(
 
 @given(
     st.lists(st.tuples(HOST_KEY, START, st.floats(0.0, 1e7)), max_size=12),
-    st.lists(GE_TASK, max_size=16),
+    st.lists(st.tuples(GE_TASK, st.sampled_from([0, 0, 0, 1])), max_size=16),
     st.one_of(OFFSETS, st.just(1784171285670891.0 - 8.0e10)),
     st.sampled_from(["1784171285670891", "1784171205670891", "0", "17841712856708910", "abc"]),
     st.booleans(),
 )
 def test_op_summary_rows_equal_the_pure_rows(
     tasks: list[tuple[tuple[int, int, int, int], float, float]],
-    ge_tasks: list[tuple[tuple[int, int, int, int], str, str, int]],
+    ge_tasks: list[tuple[tuple[tuple[int, int, int, int], str, str, int], int]],
     offset: float,
     begin: str,
     level0: bool,
@@ -323,9 +319,11 @@ def test_op_summary_rows_equal_the_pure_rows(
         ),
         key=lambda a: a.start,
     )
-    ge: dict[tuple[int, int, int, int], list[GeTask]] = {}
-    for (s, t, c, b), op_name, kind, block in ge_tasks:
-        ge.setdefault((s, t, b, c), []).append(GeTask(0, s, t, c, b, op_name, kind, block, block + 1))
+    # device 0's GE tasks among device 1's (the C join indexes device 0's as _ge_index does)
+    ge = [
+        GeTask(device, s, t, c, b, op_name, kind, block, block + 1)
+        for ((s, t, c, b), op_name, kind, block), device in ge_tasks
+    ]
     same(lambda: op_rows(ascend, ge, offset, begin, level0))
 
 

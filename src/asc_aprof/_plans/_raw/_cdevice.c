@@ -779,15 +779,15 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
     Py_ssize_t n = r->n;
     PyObject *result = NULL;
     PairWork w;
-    w.order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.group_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.first = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    w.members = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pairs = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.pair_end = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pair_start = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.order = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    w.members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     w.size = table_size(n);
-    w.table = PyMem_Malloc(sizeof(Slot) * w.size);
+    w.table = malloc(sizeof(Slot) * w.size);
     if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
         || !w.table) {
         PyErr_NoMemory();
@@ -822,14 +822,7 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         PyList_SetItem(result, k, record);
     }
 done:
-    PyMem_Free(w.order);
-    PyMem_Free(w.group_of);
-    PyMem_Free(w.first);
-    PyMem_Free(w.members);
-    PyMem_Free(w.pairs);
-    PyMem_Free(w.pair_end);
-    PyMem_Free(w.pair_start);
-    PyMem_Free(w.table);
+    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.pairs, w.pair_end, w.pair_start, w.table);
     return result;
 }
 
@@ -839,12 +832,12 @@ records_alloc(Records *r, Py_ssize_t n, int with_counters)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
-    r->head = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->stream = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->task = PyMem_Malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->times = PyMem_Malloc(sizeof(double) * (size_t)(n + 1));
+    r->head = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->stream = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->task = malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->times = malloc(sizeof(double) * (size_t)(n + 1));
     if (with_counters) {
-        r->counters = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n + 1));
+        r->counters = malloc(sizeof(uint64_t) * (size_t)(n + 1));
     }
     if (!r->head || !r->stream || !r->task || !r->times || (with_counters && !r->counters)) {
         PyErr_NoMemory();
@@ -856,11 +849,7 @@ records_alloc(Records *r, Py_ssize_t n, int with_counters)
 static void
 records_free(Records *r)
 {
-    PyMem_Free(r->head);
-    PyMem_Free(r->stream);
-    PyMem_Free(r->task);
-    PyMem_Free(r->times);
-    PyMem_Free(r->counters);
+    FREE_RELEASED(r->head, r->stream, r->task, r->times, r->counters);
 }
 
 /* Whether a header is one the pairing takes: a task start or end with a known SQE type. */
@@ -1070,8 +1059,8 @@ static int
 table4_init(Table4 *t, Py_ssize_t n)
 {
     t->size = table_size(n);
-    t->slots = PyMem_Malloc(sizeof(Slot4) * t->size);
-    t->keys = PyMem_Malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
+    t->slots = malloc(sizeof(Slot4) * t->size);
+    t->keys = malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
     if (t->slots == NULL || t->keys == NULL) {
         return -1;
     }
@@ -1080,13 +1069,6 @@ table4_init(Table4 *t, Py_ssize_t n)
         t->slots[s].index = -1;
     }
     return 0;
-}
-
-static void
-table4_free(Table4 *t)
-{
-    PyMem_Free(t->slots);
-    PyMem_Free(t->keys);
 }
 
 /* Adds key k (of hash h) as index i at slot (from find4). */
@@ -1142,9 +1124,9 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyObject *result = NULL, *minus_one = NULL, *zero = NULL;
     Table4 hosts = {NULL, 0, NULL}, devices = {NULL, 0, NULL};
-    char *matched = PyMem_Calloc((size_t)nh + 1, 1);
-    Py_ssize_t *host_of = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
-    Keyed *order = PyMem_Malloc(sizeof(Keyed) * (size_t)(n + 1));
+    char *matched = calloc((size_t)nh + 1, 1);
+    Py_ssize_t *host_of = malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
+    Keyed *order = malloc(sizeof(Keyed) * (size_t)(n + 1));
     if (table4_init(&hosts, nh) < 0 || table4_init(&devices, nd) < 0 || !matched || !host_of || !order) {
         PyErr_NoMemory();
         goto done;
@@ -1255,30 +1237,92 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
 done:
     Py_XDECREF(minus_one);
     Py_XDECREF(zero);
-    table4_free(&hosts);
-    table4_free(&devices);
-    PyMem_Free(matched);
-    PyMem_Free(host_of);
-    PyMem_Free(order);
+    FREE_RELEASED(hosts.slots, hosts.keys, devices.slots, devices.keys, matched, host_of, order);
     return result;
 }
 
 /* -- op_summary --------------------------------------------------------------------------------- */
 
+static PyObject *seq_item(PyObject *seq, Py_ssize_t i);
+
+/* Items of a list or tuple. */
+static Py_ssize_t
+seq_size(PyObject *seq)
+{
+    return PyList_Check(seq) ? PyList_Size(seq) : PyTuple_Size(seq);
+}
+
+/* A device's GE tasks by (stream, task, batch, context), each key's in their order, as
+ * _run._ge_index gives them: a Table4 of the keys (a key's slot holds its first task) and
+ * chains of the later ones (next, last). */
+typedef struct {
+    Table4 keys;
+    Py_ssize_t *next, *last; /* by task index; -1: the end */
+} GeIndex;
+
+/* 1: indexed; 0: a task not of the expected shape (the pure code decides); -1: error. */
+static int
+ge_index_build(GeIndex *x, PyObject *ge, PyObject *device)
+{
+    Py_ssize_t n = seq_size(ge);
+    x->next = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->last = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    if (table4_init(&x->keys, n) < 0 || x->next == NULL || x->last == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    static const Py_ssize_t GE_KEY[4] = {1, 2, 4, 3}; /* (stream, task, batch, context) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        PyObject *g = seq_item(ge, i);
+        if (!PyTuple_Check(g) || PyTuple_Size(g) < 9) {
+            return 0;
+        }
+        int mine = PyObject_RichCompareBool(PyTuple_GetItem(g, 0), device, Py_EQ);
+        if (mine < 0) {
+            return -1;
+        }
+        if (!mine) {
+            continue;
+        }
+        int64_t k[4];
+        if (!key4(g, GE_KEY, k)) {
+            return 0;
+        }
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&x->keys, k, hash);
+        x->next[i] = -1;
+        if (slot->index < 0) {
+            table4_put(&x->keys, slot, k, hash, i);
+            x->last[i] = i;
+        }
+        else {
+            Py_ssize_t first = slot->index;
+            x->next[x->last[first]] = i;
+            x->last[first] = i;
+        }
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(op_summary_doc,
-"op_summary(ascend, ge, hashes, device, level0, printer, raw_cls, row_cls, /)\n--\n\n"
+"op_summary(ascend, ge_tasks, hashes, device, level0, printer, raw_cls, row_cls, /)\n--\n\n"
 "_Device._op_summary: (the join of the top-down tasks with their GE tasks as (a, g) pairs,\n"
 "the op_summary rows as row_cls(raw_cls(...), a)); None where the pure code must decide\n"
-"(two rows starting at the same time, a record not of the expected shape).");
+"(two rows starting at the same time, a record not of the expected shape). ge_tasks: a list\n"
+"or tuple of GE tasks, indexed here as _run._ge_index indexes device's.");
 
 static PyObject *
 op_summary(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *ascend, *ge, *hashes, *device, *printer_obj, *raw_cls, *row_cls;
     int level0;
-    if (!PyArg_ParseTuple(args, "O!O!O!OpO!OO:op_summary", &PyList_Type, &ascend, &PyDict_Type, &ge,
-                          &PyDict_Type, &hashes, &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls,
-                          &row_cls)) {
+    if (!PyArg_ParseTuple(args, "O!OO!OpO!OO:op_summary", &PyList_Type, &ascend, &ge, &PyDict_Type, &hashes,
+                          &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls, &row_cls)) {
+        return NULL;
+    }
+    if (!PyList_Check(ge) && !PyTuple_Check(ge)) {
+        PyErr_SetString(PyExc_TypeError, "op_summary: ge_tasks must be a list or tuple");
         return NULL;
     }
     Printer p;
@@ -1293,51 +1337,45 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     if (row_alloc == NULL) {
         return NULL;
     }
-    PyObject *joined = PyList_New(0), *rows = PyList_New(0);
-    if (joined == NULL || rows == NULL) {
-        goto error;
+    PyObject *result = NULL, *joined_list = NULL, *rows_list = NULL;
+    ObjVec joined = {NULL, 0, 0}, rows = {NULL, 0, 0};
+    GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
+    int built = ge_index_build(&index, ge, device);
+    if (built <= 0) {
+        goto fallback_or_error;
     }
     Py_ssize_t n = PyList_Size(ascend);
     int have_last = 0;
     double last = 0.0;
+    static const Py_ssize_t ASCEND_KEY[4] = {0, 1, 3, 2}; /* (stream, task, batch, context) */
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *a = PyList_GetItem(ascend, i);
         if (!PyTuple_Check(a) || PyTuple_Size(a) != 10) {
-            goto fallback;
+            built = 0;
+            goto fallback_or_error;
         }
         double start = PyFloat_AsDouble(PyTuple_GetItem(a, 4));
         if (start == -1.0) {
             if (PyErr_Occurred()) {
                 PyErr_Clear();
-                goto fallback;
+                built = 0;
+                goto fallback_or_error;
             }
             continue; /* the device never ran it */
         }
-        PyObject *key = PyTuple_Pack(4, PyTuple_GetItem(a, 0), PyTuple_GetItem(a, 1), PyTuple_GetItem(a, 3),
-                                     PyTuple_GetItem(a, 2)); /* (stream, task, batch, context) */
-        if (key == NULL) {
-            goto error;
+        int64_t k[4];
+        if (!key4(a, ASCEND_KEY, k)) {
+            built = 0;
+            goto fallback_or_error;
         }
-        PyObject *found = PyDict_GetItemWithError(ge, key);
-        Py_DECREF(key);
-        if (found == NULL) {
-            if (PyErr_Occurred()) {
-                goto error;
-            }
-            continue;
-        }
-        if (!PyList_Check(found)) {
-            goto fallback;
-        }
-        for (Py_ssize_t j = 0; j < PyList_Size(found); j++) {
-            PyObject *g = PyList_GetItem(found, j);
-            if (!PyTuple_Check(g) || PyTuple_Size(g) < 9) {
-                goto fallback;
-            }
+        Py_ssize_t at = find4(&index.keys, k, hash4(k))->index;
+        for (; at >= 0; at = index.next[at]) {
+            PyObject *g = seq_item(ge, at);
             PyObject *type = PyTuple_GetItem(g, 6);
             if (!PyUnicode_Check(type)) {
-                goto fallback;
+                built = 0;
+                goto fallback_or_error;
             }
             if (PyUnicode_CompareWithASCIIString(type, "WRITE_BACK") == 0
                 || PyUnicode_CompareWithASCIIString(type, "INVALID") == 0) {
@@ -1346,22 +1384,19 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
             /* Equal starts (or starts out of order, which the pure check would also see) go to
              * the pure code, which declines them. */
             if (isnan(start) || (have_last && !(start > last))) {
-                goto fallback;
+                built = 0;
+                goto fallback_or_error;
             }
             have_last = 1;
             last = start;
-            PyObject *pair = PyTuple_Pack(2, a, g);
-            if (pair == NULL || PyList_Append(joined, pair) < 0) {
-                Py_XDECREF(pair);
+            if (objvec_push(&joined, PyTuple_Pack(2, a, g)) < 0) {
                 goto error;
             }
-            Py_DECREF(pair);
         }
     }
-    Py_ssize_t nj = PyList_Size(joined);
-    for (Py_ssize_t i = 0; i < nj; i++) {
+    for (Py_ssize_t i = 0; i < joined.n; i++) {
         RELEASE_POINT(i, RELEASE_OBJECTS);
-        PyObject *pair = PyList_GetItem(joined, i);
+        PyObject *pair = joined.items[i];
         PyObject *a = PyTuple_GetItem(pair, 0), *g = PyTuple_GetItem(pair, 1);
         PyObject *a_duration = PyTuple_GetItem(a, 5);
         double dur_ns = PyFloat_AsDouble(a_duration);
@@ -1419,26 +1454,32 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
             goto error;
         }
         PyObject *row_items[2] = {raw, new_ref(a)};
-        PyObject *row = make_record(row_cls, row_alloc, row_items, 2);
-        if (row == NULL || PyList_Append(rows, row) < 0) {
-            Py_XDECREF(row);
+        if (objvec_push(&rows, make_record(row_cls, row_alloc, row_items, 2)) < 0) {
             goto error;
         }
-        Py_DECREF(row);
     }
-    PyObject *result = PyTuple_Pack(2, joined, rows);
-    Py_DECREF(joined);
-    Py_DECREF(rows);
-    return result;
-fallback:
-    Py_DECREF(joined);
-    Py_DECREF(rows);
-    Py_RETURN_NONE;
+    joined_list = objvec_list(&joined);
+    rows_list = joined_list == NULL ? NULL : objvec_list(&rows);
+    if (rows_list != NULL) {
+        result = PyTuple_Pack(2, joined_list, rows_list);
+    }
+    goto done;
+fallback_or_error:
+    if (built == 0) {
+        result = new_ref(Py_None); /* the pure code decides */
+    }
+    goto done;
 error:
-    Py_XDECREF(joined);
-    Py_XDECREF(rows);
-    return NULL;
+    result = NULL;
+done:
+    objvec_clear(&joined);
+    objvec_clear(&rows);
+    Py_XDECREF(joined_list);
+    Py_XDECREF(rows_list);
+    FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last);
+    return result;
 }
+
 
 /* -- one device's host records ---------------------------------------------------------------- */
 
@@ -1475,21 +1516,18 @@ of_device(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_TypeError, "of_device: records must be a list or tuple");
         return NULL;
     }
-    Py_ssize_t n = PyList_Check(records) ? PyList_Size(records) : PyTuple_Size(records);
-    PyObject *out = PyList_New(0);
-    if (out == NULL) {
-        return NULL;
-    }
+    Py_ssize_t n = seq_size(records);
+    ObjVec out = {NULL, 0, 0};
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_READS);
         PyObject *record = seq_item(records, i);
         int found = of_device_one(record, device);
-        if (found < 0 || (found && PyList_Append(out, record) < 0)) {
-            Py_DECREF(out);
+        if (found < 0 || (found && objvec_push(&out, new_ref(record)) < 0)) {
+            objvec_clear(&out);
             return NULL;
         }
     }
-    return out;
+    return objvec_list(&out);
 }
 
 PyDoc_STRVAR(ge_index_doc,

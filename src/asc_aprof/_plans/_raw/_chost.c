@@ -211,7 +211,8 @@ typedef struct {
 typedef struct {
     PyObject *lookups[L_COUNT];
     PyObject *keep; /* owns every callback result the arrays below borrow */
-    PyObject *zero, *invalid, *host_out, *ge_out;
+    PyObject *zero, *invalid;
+    ObjVec host_out, ge_out; /* the tables in the making */
     allocfunc host_alloc, ge_alloc;
     int level0, untrack;
     Node *nodes;
@@ -495,7 +496,7 @@ merge_sort(int32_t *a, int32_t *tmp, Py_ssize_t n, Less less, const void *ctx)
 
 /* Appends cls(*items) to out (the record holds only ints and strs: no cycle, so untracked). */
 static int
-emit(Ctx *c, PyObject *out, PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
+emit(Ctx *c, ObjVec *out, PyObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
 {
     for (Py_ssize_t j = 0; j < n; j++) {
         Py_INCREF(items[j]);
@@ -507,9 +508,7 @@ emit(Ctx *c, PyObject *out, PyObject *cls, allocfunc alloc, PyObject **items, Py
     if (c->untrack) {
         PyObject_GC_UnTrack(rec);
     }
-    int rc = PyList_Append(out, rec);
-    Py_DECREF(rec);
-    return rc;
+    return objvec_push(out, rec);
 }
 
 static int
@@ -522,7 +521,7 @@ host_task(Ctx *c, Track *t, PyObject *context)
     if (!items[0] || !items[1] || !items[2] || !items[7]) {
         return -1;
     }
-    return emit(c, c->host_out, c->lookups[L_HOST_TASK], c->host_alloc, items, 8);
+    return emit(c, &c->host_out, c->lookups[L_HOST_TASK], c->host_alloc, items, 8);
 }
 
 static int
@@ -535,7 +534,7 @@ ge_task(Ctx *c, Track *t, PyObject *name, PyObject *ttype, PyObject *block, PyOb
     if (!items[0] || !items[1] || !items[2]) {
         return -1;
     }
-    return emit(c, c->ge_out, c->lookups[L_GE_TASK], c->ge_alloc, items, 9);
+    return emit(c, &c->ge_out, c->lookups[L_GE_TASK], c->ge_alloc, items, 9);
 }
 
 /* _Tables.add of one task record and its node launch (node -1: none): its host tasks, then its
@@ -691,16 +690,16 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     int rc = -1;
     Map api_levels = {0}, node_names = {0}, payloads = {0}, types = {0}, kernels = {0}, threads = {0},
         groups = {0}, flips = {0};
-    Entry *entries = PyMem_Malloc((size_t)(total + 1) * sizeof(Entry));
-    int32_t *order = PyMem_Malloc((size_t)(total + 1) * sizeof(int32_t));
-    int32_t *tmp = PyMem_Malloc((size_t)(total + 1) * sizeof(int32_t));
-    int32_t *pairs = PyMem_Malloc((size_t)(2 * ntrack + 2) * sizeof(int32_t));
-    int32_t *kept = PyMem_Malloc((size_t)(ntrack + 1) * sizeof(int32_t));
-    int32_t *group_of = PyMem_Malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    Entry *entries = malloc((size_t)(total + 1) * sizeof(Entry));
+    int32_t *order = malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *tmp = malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *pairs = malloc((size_t)(2 * ntrack + 2) * sizeof(int32_t));
+    int32_t *kept = malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    int32_t *group_of = malloc((size_t)(ntrack + 1) * sizeof(int32_t));
     Py_ssize_t *counts = NULL, *starts = NULL;
-    c->nodes = PyMem_Malloc((size_t)(napi + 1) * sizeof(Node));
-    c->basics = PyMem_Malloc((size_t)(nbasic + 1) * sizeof(Basic));
-    c->tracks = PyMem_Calloc((size_t)ntrack + 1, sizeof(Track));
+    c->nodes = malloc((size_t)(napi + 1) * sizeof(Node));
+    c->basics = malloc((size_t)(nbasic + 1) * sizeof(Basic));
+    c->tracks = calloc((size_t)ntrack + 1, sizeof(Track));
     c->ntracks = ntrack;
     c->own_track_objs = tracks->list == NULL;
     if (!entries || !order || !tmp || !pairs || !kept || !group_of || !c->nodes || !c->basics || !c->tracks) {
@@ -974,8 +973,8 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
             }
             group_of[j] = (int32_t)*g;
         }
-        counts = PyMem_Calloc((size_t)ngroups + 1, sizeof(Py_ssize_t));
-        starts = PyMem_Malloc(((size_t)ngroups + 1) * sizeof(Py_ssize_t));
+        counts = calloc((size_t)ngroups + 1, sizeof(Py_ssize_t));
+        starts = malloc(((size_t)ngroups + 1) * sizeof(Py_ssize_t));
         if (counts == NULL || starts == NULL) {
             PyErr_NoMemory();
             goto done;
@@ -1022,10 +1021,10 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
 
     /* every thread's queue, in order of first appearance */
     Py_ssize_t nthreads = (Py_ssize_t)threads.n;
-    PyMem_Free(counts);
-    PyMem_Free(starts);
-    counts = PyMem_Calloc((size_t)nthreads + 1, sizeof(Py_ssize_t));
-    starts = PyMem_Malloc(((size_t)nthreads + 1) * sizeof(Py_ssize_t));
+    free(counts);
+    free(starts);
+    counts = calloc((size_t)nthreads + 1, sizeof(Py_ssize_t));
+    starts = malloc(((size_t)nthreads + 1) * sizeof(Py_ssize_t));
     if (counts == NULL || starts == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -1061,16 +1060,7 @@ done:
     map_free(&threads);
     map_free(&groups);
     map_free(&flips);
-    PyMem_Free(entries);
-    PyMem_Free(order);
-    PyMem_Free(tmp);
-    PyMem_Free(pairs);
-    PyMem_Free(kept);
-    PyMem_Free(group_of);
-    PyMem_Free(counts);
-    PyMem_Free(starts);
-    PyMem_Free(c->nodes);
-    PyMem_Free(c->basics);
+    FREE_RELEASED(entries, order, tmp, pairs, kept, group_of, counts, starts, c->nodes, c->basics);
     if (c->tracks != NULL && c->own_track_objs) {
         for (Py_ssize_t i = 0; i < c->ntracks; i++) {
             RELEASE_POINT(i, RELEASE_READS);
@@ -1079,7 +1069,7 @@ done:
             }
         }
     }
-    PyMem_Free(c->tracks);
+    FREE_RELEASED(c->tracks);
     return rc;
 }
 
@@ -1161,23 +1151,27 @@ host_tables(PyObject *self, PyObject *args)
     c.invalid = c.lookups[L_INVALID];
     c.zero = PyLong_FromLong(0);
     c.keep = PyList_New(0);
-    c.host_out = PyList_New(0);
-    c.ge_out = PyList_New(0);
     PyObject *result = NULL;
-    if (c.zero && c.keep && c.host_out && c.ge_out) {
+    if (c.zero && c.keep) {
         int rc = tables(&c, &api_src, &basic_src, tensors, &track_src, all_export);
         if (rc == 0) {
-            result = PyTuple_Pack(2, c.host_out, c.ge_out);
+            PyObject *host_out = objvec_list(&c.host_out);
+            PyObject *ge_out = host_out == NULL ? NULL : objvec_list(&c.ge_out);
+            if (ge_out != NULL) {
+                result = PyTuple_Pack(2, host_out, ge_out);
+            }
+            Py_XDECREF(host_out);
+            Py_XDECREF(ge_out);
         }
         else if (rc == FALLBACK) {
             result = Py_None;
             Py_INCREF(result);
         }
     }
+    objvec_clear(&c.host_out);
+    objvec_clear(&c.ge_out);
     Py_XDECREF(c.zero);
     Py_XDECREF(c.keep);
-    Py_XDECREF(c.host_out);
-    Py_XDECREF(c.ge_out);
     return result;
 }
 

@@ -40,6 +40,7 @@
 
 #include <Python.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #define RELEASE_OBJECTS 64
 #define RELEASE_READS 256
@@ -123,5 +124,90 @@ release_if_due(void)
 
 /* Sections of more elements than this run with the GIL released. */
 #define RELEASE_SECTION 4096
+
+/* Scratch arrays as big as the run (C values only, no Python object) come from malloc, not
+ * PyMem_Malloc, and are freed with the GIL released: freeing tens of megabytes of touched pages
+ * (the kernel takes them back) holds a thread about 10 ms, and PyMem_Free needs the GIL. */
+static void
+free_released(void **blocks, size_t n)
+{
+    Py_BEGIN_ALLOW_THREADS
+    for (size_t j = 0; j < n; j++) {
+        free(blocks[j]);
+    }
+    Py_END_ALLOW_THREADS
+    release_last_ns = release_clock_ns();
+}
+
+/* free() of each scratch array (NULL allowed), with the GIL released. */
+#define FREE_RELEASED(...)                                                                         \
+    do {                                                                                           \
+        void *blocks_[] = {__VA_ARGS__};                                                           \
+        free_released(blocks_, sizeof blocks_ / sizeof blocks_[0]);                                \
+    } while (0)
+
+/* A growing array of new references (a list in the making): a list's own growth copies or
+ * remaps its whole array with the GIL held (several ms past a million items); this array grows
+ * with the GIL released, and objvec_list() makes the list at its final size. */
+typedef struct {
+    PyObject **items;
+    Py_ssize_t n, cap;
+} ObjVec;
+
+/* Appends item (a new reference, stolen; NULL: its creation failed). -1 with an exception. */
+static int
+objvec_push(ObjVec *v, PyObject *item)
+{
+    if (item == NULL) {
+        return -1;
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? (size_t)v->cap * 2 : 1024;
+        PyObject **grown;
+        RELEASED_IF(v->cap > RELEASE_SECTION, grown = realloc(v->items, cap * sizeof(PyObject *)));
+        if (grown == NULL) {
+            Py_DECREF(item);
+            PyErr_NoMemory();
+            return -1;
+        }
+        v->items = grown;
+        v->cap = (Py_ssize_t)cap;
+    }
+    v->items[v->n++] = item;
+    return 0;
+}
+
+/* Lets go of every item and of the array (an error path). */
+static void
+objvec_clear(ObjVec *v)
+{
+    for (Py_ssize_t i = 0; i < v->n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        Py_DECREF(v->items[i]);
+    }
+    FREE_RELEASED(v->items);
+    v->items = NULL;
+    v->n = v->cap = 0;
+}
+
+/* A new list of the items (moved into it), the array freed; NULL with an exception (the items
+ * let go). */
+static PyObject *
+objvec_list(ObjVec *v)
+{
+    PyObject *list = PyList_New(v->n);
+    if (list == NULL) {
+        objvec_clear(v);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < v->n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        PyList_SetItem(list, i, v->items[i]);
+    }
+    FREE_RELEASED(v->items);
+    v->items = NULL;
+    v->n = v->cap = 0;
+    return list;
+}
 
 #endif

@@ -28,7 +28,7 @@ import decimal
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypeVar
 
 from ..._model._counters import TaskCounters
 from .._parser import CONTROL_TYPES
@@ -529,6 +529,7 @@ _START: Final = operator.itemgetter(4)  # _DeviceTask.start, _Ascend.start
 _FIRST: Final = operator.itemgetter(0)
 #: ``tuple.__new__(Record, fields)``: a named tuple built without a Python frame (hot loops).
 _new: Final[Any] = tuple.__new__
+_HostOrGe = TypeVar("_HostOrGe", HostTask, GeTask)
 
 _PLACE_HOLDER_SQE: Final = 3
 _EVENT_RECORD_SQE: Final = 4
@@ -851,7 +852,7 @@ class _Device:
         clock: DeviceClock,
         ascend: list[_Ascend],
         host: list[HostTask],
-        ge: dict[tuple[int, int, int, int], list[GeTask]],
+        ge_tasks: list[GeTask],
         hashes: Mapping[str, str],
         level0: bool,
     ) -> None:
@@ -859,18 +860,35 @@ class _Device:
         self.clock = clock
         self.ascend = ascend
         self.host = host
-        self.ge = ge
+        self.ge_tasks = ge_tasks  # the device's GE tasks, in order (see :attr:`ge`)
+        self._ge: dict[tuple[int, int, int, int], list[GeTask]] | None = None
         self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
         self.op_rows = self._op_summary(hashes, level0)
         self.pmu: _PmuSource | None = None
         self._types: dict[int, tuple[str, str]] | None = None
         self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
 
+    @property
+    def ge(self) -> dict[tuple[int, int, int, int], list[GeTask]]:
+        """The GE tasks by (stream, task, batch, context), each key's in order (:func:`_ge_index`;
+        made when first asked for: the C op_summary indexes them itself, without a dict of every
+        task, whose growth steps take milliseconds each)."""
+        if self._ge is None:
+            self._ge = _ge_index(self.ge_tasks, self.dev.device)
+        return self._ge
+
     def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
         if (c := _accelerated()) is not None and isinstance(hashes, dict):
             fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = c.op_summary(
-                self.ascend, self.ge, hashes, self.dev.device, level0, self.clock.c_printer(), RawTask, _Row
+                self.ascend,
+                self.ge_tasks,
+                hashes,
+                self.dev.device,
+                level0,
+                self.clock.c_printer(),
+                RawTask,
+                _Row,
             )
             if fast is not None:
                 self.joined = fast[0]
@@ -929,7 +947,8 @@ class _Device:
 
     def dispose(self) -> None:
         """Empties the big containers in steps (see :mod:`._chunked`); the device is unusable after."""
-        empty(self.op_rows, self.joined, self.ascend, self.host, self.ge, self._types, self._kept_groups)
+        empty(self.op_rows, self.joined, self.ascend, self.host, self.ge_tasks, self._ge)
+        empty(self._types, self._kept_groups)
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
         """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
@@ -1157,16 +1176,17 @@ def _device(
     host = _of_device(tables.host_tasks, device)
     ascend = _top_down(host, device_tasks, folder)
     empty(device_tasks)  # (freed in steps: see ._chunked)
-    out = _Device(dev, clock, ascend, host, _ge_index(tables.ge_tasks, device), hashes, level0)
+    out = _Device(dev, clock, ascend, host, _of_device(tables.ge_tasks, device), hashes, level0)
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     return out
 
 
-def _of_device(host: Sequence[HostTask], device: int) -> list[HostTask]:
-    if (c := _accelerated()) is not None and isinstance(host, list | tuple):
-        found: list[HostTask] = c.of_device(host, device)
+def _of_device(records: Sequence[_HostOrGe], device: int) -> list[_HostOrGe]:
+    """The records (host or GE tasks) of *device*, in order."""
+    if (c := _accelerated()) is not None and isinstance(records, list | tuple):
+        found: list[_HostOrGe] = c.of_device(records, device)
         return found
-    return [h for h in host if h[0] == device]
+    return [r for r in records if r[0] == device]
 
 
 def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int, int], list[GeTask]]:
@@ -1412,17 +1432,23 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
     """
     rows = sum(len(out.op_rows) for out in outputs)
     unknown = sum(row.raw.csv_type == NA for out in outputs for row in out.op_rows)
-    if not unknown:
-        return [row.raw for out in outputs for row in out.op_rows]
-    if unknown != rows:
+    if unknown and unknown != rows:
         # The library decides per CSV batch whether to join: mixed files depend on chunking.
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
-    joined: list[RawTask] = []
+    # A list of its final size, filled in place (a growing list copies itself as it grows).
+    joined: list[Any] = [None] * rows
+    at = 0
     for device in outputs:
+        if not unknown:
+            for row in device.op_rows:
+                joined[at] = row.raw
+                at += 1
+            continue
         for row, found in zip(device.op_rows, device.joined_types(device.op_rows), strict=True):
             raw = row.raw
             # raw._replace(type=found), built in C (type is field 5)
-            joined.append(
+            joined[at] = (
                 _new(RawTask, (*raw[:5], found, *raw[6:])) if found is not None and found != NA else raw
             )
+            at += 1
     return joined
