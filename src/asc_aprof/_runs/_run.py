@@ -365,7 +365,11 @@ class AsyncRun(_RunBase):
             public = found.raw.profiling_tasks
             run_counters = found.raw.counters
             del found
-            tasks = await _offload(lambda: to_tuple(public()))
+            total = len(box[0].tasks)  # type: ignore[attr-defined]
+            # in slices (threads switch between the calls), then the tuple made in steps
+            tasks = await _offload(
+                lambda: to_tuple([t for at in range(0, total, 16384) for t in public(at, at + 16384)])
+            )
             del public
             await release(box)
             return make_result(tasks, self.run_id, run_counters)

@@ -142,6 +142,9 @@ class RawTask(NamedTuple):
 #: A RawTask's ProfilingTask fields, in ProfilingTask's order (see :meth:`RawTask.task`).
 _PUBLIC_FIELDS: Final = operator.itemgetter(2, 4, 5, 7, 0)
 
+#: Records made per call by :meth:`RawResult.device_tasks` (a few milliseconds of C work).
+_DEVICE_SLICE: Final = 16384
+
 #: Which exported CSV the tasks stand for (the library reads op_summary when it exists).
 SOURCE_OP_SUMMARY = "op_summary"
 SOURCE_TASK_TIME = "task_time"
@@ -184,14 +187,21 @@ class RawResult:
         return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, picked)))
 
     def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
-        """Per device (in order of appearance): its tasks and, when read, their counters."""
+        """Per device (in order of appearance): its tasks and, when read, their counters.
+
+        The records are :meth:`profiling_tasks`' (made in C where built: left out of the cyclic
+        garbage collector, so a later collection does not walk every task of the run), made a
+        slice at a time (each slice one call: threads switch between them)."""
         indexes: dict[int | None, list[int]] = {}
         for index, raw in enumerate(self.tasks):
             indexes.setdefault(raw.device, []).append(index)
+        public: list[ProfilingTask] = []
+        for start in range(0, len(self.tasks), _DEVICE_SLICE):
+            public += self.profiling_tasks(start, start + _DEVICE_SLICE)
         counters = self.counters
         return {
             device: (
-                tuple(self.tasks[i].task() for i in picked),
+                tuple(public[i] for i in picked),
                 counters.select(picked) if counters is not None else None,
             )
             for device, picked in indexes.items()
