@@ -40,7 +40,7 @@ class CallClock:
         #: time deleting run directories (``profile(cleanup=True)``), measured the same way
         self.cleanup = 0.0
         self._saved: dict[str, Callable[..., object]] = {}
-        self._saved_remove: Callable[[Path, Path], object] | None = None
+        self._saved_remove: Callable[..., object] | None = None
         self._patched: list[types.ModuleType] = []
 
     def __enter__(self) -> CallClock:
@@ -50,10 +50,10 @@ class CallClock:
             setattr(MsprofInterface, name, self._wrap(original))
         remove = _collector.remove_run_dir
 
-        def timed_remove(run_dir: Path, root: Path) -> object:
+        def timed_remove(run_dir: Path, root: Path, *args: str) -> object:
             began = time.perf_counter()
             try:
-                return remove(run_dir, root)
+                return remove(run_dir, root, *args)
             finally:
                 self.cleanup += time.perf_counter() - began
 

@@ -130,11 +130,17 @@ def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -
     parts = _relative_parts(run, path)
     parent = _open_dir(run, parts[:-1])
     try:
-        fd = os.open(parts[-1], _FILE_FLAGS, dir_fd=parent)
-    except OSError as exc:
-        raise _os_error(path, exc) from None
+        return _open_file(parent, parts[-1], path, bound, buffered)
     finally:
         os.close(parent)
+
+
+def _open_file(parent: int, name: str, path: Path, bound: Bound, buffered: bool) -> BinaryIO:
+    """*name* in the folder open as *parent* (its path *path*), after the rule (module doc)."""
+    try:
+        fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
+    except OSError as exc:
+        raise _os_error(path, exc) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -155,6 +161,68 @@ def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -
     except BaseException:
         os.close(fd)
         raise
+
+
+class RunFolder:
+    """One run opened for a series of reads (``with RunFolder(run) as folder:``), by the same rule
+    as :func:`open_in_run` and :func:`list_in_run`, each folder below the run opened once.
+
+    A raw read lists four folders and opens a dozen files; opening every path component again
+    for each of them was most of the fixed cost of reading a small run. The descriptors are
+    this object's own (one thread uses it) and closed on exit.
+    """
+
+    def __init__(self, run: Path) -> None:
+        self.run = run
+        self._dirs: dict[tuple[str, ...], int] = {}  # folder parts -> descriptor (one thread)
+
+    def __enter__(self) -> RunFolder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        dirs, self._dirs = self._dirs, {}
+        for fd in dirs.values():
+            os.close(fd)
+
+    def _dir(self, parts: tuple[str, ...]) -> int:
+        fd = self._dirs.get(parts)
+        if fd is not None:
+            return fd
+        if not parts:
+            try:
+                fd = os.open(self.run, _DIR_FLAGS)
+            except OSError as exc:
+                raise _os_error(self.run, exc) from None
+        else:
+            parent = self._dir(parts[:-1])
+            try:
+                fd = os.open(parts[-1], _BELOW_DIR_FLAGS, dir_fd=parent)
+            except OSError as exc:
+                raise _os_error(self.run.joinpath(*parts), exc) from None
+        self._dirs[parts] = fd
+        return fd
+
+    def list(self, folder: str = "") -> list[str] | None:
+        """As :func:`list_in_run`: the names in *folder* (relative), None where it is missing."""
+        parts = tuple(p for p in folder.split("/") if p)
+        try:
+            fd = self._dir(parts)
+        except RunFileMissing:
+            return None
+        # listdir(fd) reads through a duplicate: the cached descriptor's position stays put.
+        dup = os.dup(fd)
+        try:
+            return os.listdir(dup)
+        finally:
+            os.close(dup)
+
+    def open(self, rel: str, bound: Bound, *, buffered: bool = True) -> BinaryIO:
+        """As :func:`open_in_run` for the file *rel* (relative to the run, ``/``-separated)."""
+        parts = tuple(p for p in rel.split("/") if p)
+        if not parts or ".." in parts:
+            path = self.run / rel
+            raise RunFileError(path, f"is not a file inside the run {self.run}", "read files of the run only")
+        return _open_file(self._dir(parts[:-1]), parts[-1], self.run.joinpath(*parts), bound, buffered)
 
 
 _BOUND_FIX: Final = {
@@ -204,27 +272,27 @@ def check_tree(run: Path) -> None:
 
     :raises RunFileError: naming the first link or special file found
     """
-    for path, mode in _walk(run, run, 0):
-        if stat.S_ISLNK(mode):
-            raise _link_error(path)
-        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    for path, entry in _walk(os.fspath(run), 0):
+        if entry.is_symlink():
+            raise _link_error(Path(path))
+        if not (entry.is_file(follow_symlinks=False) or entry.is_dir(follow_symlinks=False)):
             raise RunFileError(
-                path,
-                f"is not a regular file (a {_kind(mode)})",
+                Path(path),
+                f"is not a regular file (a {_kind(entry.stat(follow_symlinks=False).st_mode)})",
                 "a run holds regular files only: remove it from the run before exporting it",
             )
 
 
-def _walk(run: Path, folder: Path, depth: int) -> Iterator[tuple[Path, int]]:
+def _walk(folder: str, depth: int) -> Iterator[tuple[str, os.DirEntry[str]]]:
+    # The entry types come from the listing itself (d_type): no stat call per file.
     if depth > _MAX_DEPTH:
         return
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
     except OSError as exc:
-        raise _os_error(folder, exc) from None
+        raise _os_error(Path(folder), exc) from None
     for entry in entries:
-        path = Path(entry.path)
-        mode = entry.stat(follow_symlinks=False).st_mode
-        yield path, mode
-        if stat.S_ISDIR(mode):
-            yield from _walk(run, path, depth + 1)
+        yield entry.path, entry
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(entry.path, depth + 1)

@@ -16,7 +16,7 @@ from typing import Final, TypeVar, cast
 
 import anyio.to_thread
 
-from .._cann._files import Bound, RunFileError, RunFileMissing, list_in_run, open_in_run
+from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder
 from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
 from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
@@ -137,18 +137,21 @@ def decoding(fn: Callable[[], T]) -> T:
         return fn()
 
 
-def _listing(run_dir: Path) -> dict[str, list[str]]:
+def _listing(run_dir: Path | RunFolder) -> dict[str, list[str]]:
+    if isinstance(run_dir, Path):
+        with RunFolder(run_dir) as folder:
+            return _listing(folder)
     try:
-        root = list_in_run(run_dir)
+        root = run_dir.list()
     except RunFileError as exc:
         raise DeclinedError(DeclineReason.NOT_A_RUN, str(exc)) from None
     if root is None:
-        raise DeclinedError(DeclineReason.NOT_A_RUN, f"{run_dir}: no such directory")
+        raise DeclinedError(DeclineReason.NOT_A_RUN, f"{run_dir.run}: no such directory")
     listing: dict[str, list[str]] = {"": root}
     for rel in dirs_to_list(root):
         # A link among the run's folders is refused (RunFileError), never declined: msprof.py
         # would follow it too.
-        listing[rel] = list_in_run(run_dir, rel) or []
+        listing[rel] = run_dir.list(rel) or []
     return listing
 
 
@@ -164,7 +167,13 @@ def _files(
 
     :raises RunFileError: a link, a FIFO or another special file, or a file over its bound
     """
-    plan = RunPlan.from_listing(_listing(path))
+    with RunFolder(path) as folder:
+        return _read_files(folder, counters, mapped_min)
+
+
+def _read_files(folder: RunFolder, counters: bool, mapped_min: int) -> tuple[RunPlan, dict[str, RawData]]:
+    path = folder.run
+    plan = RunPlan.from_listing(_listing(folder))
     record_files = plan.record_files
     files: dict[str, RawData] = {}
     skipped = set() if counters else {p for dev in plan.devices for p in dev.ffts}
@@ -173,7 +182,7 @@ def _files(
             continue
         bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
-            with open_in_run(path, path / rel, bound, buffered=False) as opened:
+            with folder.open(rel, bound, buffered=False) as opened:
                 stream = cast(io.FileIO, opened)
                 size = os.fstat(stream.fileno()).st_size
                 if rel in record_files and size >= max(mapped_min, 1):
