@@ -4,6 +4,7 @@ tested on real runs in tests/real/test_raw_reader.py)."""
 
 from __future__ import annotations
 
+import configparser
 import decimal
 import struct
 from pathlib import Path
@@ -23,6 +24,7 @@ from asc_aprof._plans._raw._decode import (
     api_records,
     context_records,
     hash_dic,
+    ini_first_section,
     records,
     stars_records,
     task_track_records,
@@ -350,3 +352,32 @@ def test_a_failure_inside_the_reader_declines_instead_of_breaking_the_run(
     outcome = read_run(tmp_path)
     assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.INTERNAL
     assert "KeyError" in outcome.message
+
+
+_INI_KEYS = st.sampled_from(["clock_monotonic_raw", "cntvct", "cntvct_diff", "Cntvct", "a b", "x"])
+_INI_VALUES = st.sampled_from(["0", "76274797196435", "-1", "1.5", "", " 7", "1e3"])
+_INI_LINES = st.tuples(_INI_KEYS, st.sampled_from([": ", ":", " = ", ": "]), _INI_VALUES)
+
+
+@given(
+    header=st.sampled_from(["[Device0]\n", "[Host]\n", "", "[a b]\n", "; c\n[Device1]\n"]),
+    lines=st.lists(_INI_LINES, max_size=5),
+    tail=st.sampled_from(["", "\n", "[Second]\nk: 1\n", "  continued\n", "# note\n"]),
+)
+def test_ini_first_section_fast_path_is_configparsers(
+    header: str, lines: list[tuple[str, str, str]], tail: str
+) -> None:
+    """host_start.log's plain form is read without ConfigParser; every text gives what it gives."""
+    text = header + "".join(f"{k}{sep}{v}\n" for k, sep, v in lines) + tail
+    parser = configparser.ConfigParser()
+    try:
+        parser.read_string(text)
+        sections = parser.sections()
+        expected: object = dict(parser.items(sections[0])) if sections else DeclinedError
+    except configparser.Error:
+        expected = DeclinedError
+    try:
+        got: object = dict(ini_first_section(text.encode(), "host_start.log.0"))
+    except DeclinedError:
+        got = DeclinedError
+    assert got == expected

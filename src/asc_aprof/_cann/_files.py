@@ -25,7 +25,7 @@ import enum
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Final
 
@@ -130,28 +130,29 @@ def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -
     parts = _relative_parts(run, path)
     parent = _open_dir(run, parts[:-1])
     try:
-        return _open_file(parent, parts[-1], path, bound, buffered)
+        return _open_file(parent, parts[-1], lambda: path, bound, buffered)
     finally:
         os.close(parent)
 
 
-def _open_file(parent: int, name: str, path: Path, bound: Bound, buffered: bool) -> BinaryIO:
-    """*name* in the folder open as *parent* (its path *path*), after the rule (module doc)."""
+def _open_file(parent: int, name: str, where: Callable[[], Path], bound: Bound, buffered: bool) -> BinaryIO:
+    """*name* in the folder open as *parent*, after the rule (module doc); *where* gives its path
+    for an error (made only then: building paths was a tenth of a small run's read)."""
     try:
         fd = os.open(name, _FILE_FLAGS, dir_fd=parent)
     except OSError as exc:
-        raise _os_error(path, exc) from None
+        raise _os_error(where(), exc) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise RunFileError(
-                path,
+                where(),
                 f"is not a regular file (a {_kind(info.st_mode)})",
                 "a run holds regular files only: remove it from the run or replace it with the file",
             )
         if info.st_size > bound:
             raise RunFileError(
-                path,
+                where(),
                 f"is {info.st_size:,} bytes, over the {bound.name.lower().replace('_', ' ')} bound of "
                 f"{int(bound):,} bytes",
                 _BOUND_FIX[bound],
@@ -222,7 +223,9 @@ class RunFolder:
         if not parts or ".." in parts:
             path = self.run / rel
             raise RunFileError(path, f"is not a file inside the run {self.run}", "read files of the run only")
-        return _open_file(self._dir(parts[:-1]), parts[-1], self.run.joinpath(*parts), bound, buffered)
+        return _open_file(
+            self._dir(parts[:-1]), parts[-1], lambda: self.run.joinpath(*parts), bound, buffered
+        )
 
 
 _BOUND_FIX: Final = {

@@ -12,6 +12,7 @@ import configparser
 import dataclasses
 import json
 import mmap
+import re
 import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
@@ -550,11 +551,24 @@ def key_values(data: RawData, what: str) -> dict[str, str]:
     return out
 
 
+#: ``host_start.log.N`` as CANN writes it: one section of lowercase ``key: number`` lines.
+_PLAIN_INI: Final = re.compile(r"\[([A-Za-z0-9_]+)\]\n((?:[a-z_]+: ?-?[0-9.]+\n)*)")
+_PLAIN_INI_LINE: Final = re.compile(r"([a-z_]+): ?(-?[0-9.]+)\n")
+
+
 def ini_first_section(data: RawData, what: str) -> Mapping[str, str]:
     """The first section of ``host_start.log.N`` (an INI file: ``[DeviceN]``)."""
+    text = _text(data, what)
+    plain = _PLAIN_INI.fullmatch(text if text.endswith("\n") else text + "\n")
+    if plain is not None:
+        # What ConfigParser gives for such a file, without building one (a third of a
+        # small run's read); anything else (a duplicate key, comments, more sections) goes to it.
+        found = dict(_PLAIN_INI_LINE.findall(plain.group(2)))
+        if len(found) == plain.group(2).count("\n"):
+            return found
     parser = configparser.ConfigParser()
     try:
-        parser.read_string(_text(data, what))
+        parser.read_string(text)
     except configparser.Error as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {exc}") from None
     sections = parser.sections()
