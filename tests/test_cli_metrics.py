@@ -60,6 +60,9 @@ def test_summary_metrics_table_fits_80_columns_with_verdicts_and_rule(
     assert "latency-bound" in rows["slow_k"]  # 60 µs, no pipe above 0.8
     assert "no counters" in rows["cpu_k"]
     assert any("mac-bound" in line and "mac .90" in line and "…" in line for line in lines)  # name cut
+    assert "verdict rule:" not in out and "--explain" in out and "--json" in out  # one line, not five
+    code, out, err = run_cli(capsys, "summary", str(result_dir), "--metrics", "--explain")
+    assert code == 0, err
     assert "verdict rule:" in out and "0.95" in out and "--json" in out
 
 

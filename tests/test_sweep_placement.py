@@ -106,11 +106,18 @@ async def test_a_bad_device_id_is_named_before_any_case_runs(toolkit: Toolkit, s
         async with profiler.sweep(range(8), lambda c, d: ran.append(d), devices=[0, 1, 9, 2]):
             pass
     message = str(info.value)
-    assert "CANN refuses [9] among devices [0, 1, 9, 2], so no case ran" in message
-    assert "device 9: aclprofCreateConfig returned NULL for device 9" in message
-    assert "Devices it accepts: [0, 1, 2]" in message
+    assert "CANN refuses devices 9 of 0-1, 9, 2, so no case ran" in message
+    assert "devices 9: aclprofCreateConfig returned NULL for device N" in message
+    assert "Devices it accepts: 0-2" in message
     assert ran == []
     assert simctl.live_configs() == 0  # the check destroyed every config it made
+    # Many refused devices: one clause per reason, devices as ranges (was a sentence per device).
+    with pytest.raises(UsageError) as many:
+        async with profiler.sweep(range(2), lambda c, d: None, devices=range(64)):
+            pass
+    assert "CANN refuses devices 4-63 of 0-63" in str(many.value)
+    assert "devices 4-63: aclprofCreateConfig returned NULL for device N" in str(many.value)
+    assert len(str(many.value)) < 400  # one reason, not 60
     with pytest.raises(UsageError, match="device id must be >= 0, got -1"):
         async with profiler.sweep(range(2), lambda c, d: None, devices=[0, -1]):
             pass

@@ -44,6 +44,7 @@ from ._plans._stats import DURATION, KernelChange, KernelStats, compare_runs, ke
 from ._plans._verdict import VERDICT_RULE, Verdict, VerdictKind
 from ._runs._info import RunInfo, collection_line
 from ._runs._run import RunUnreadable
+from ._version import __version__
 from .sim._build import SimulatorBuildError
 
 
@@ -440,10 +441,13 @@ def table_width(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
     return sum(widths) + 2 * (len(columns) - 1)
 
 
-def print_metrics_legend() -> None:
-    for line in textwrap.wrap("verdict rule: " + VERDICT_RULE, width=TABLE_WIDTH):
-        print(line)
-    print("every counter's median per kernel: --json")
+def print_metrics_legend(explain: bool) -> None:
+    if explain:
+        for line in textwrap.wrap("verdict rule: " + VERDICT_RULE, width=TABLE_WIDTH):
+            print(line)
+        print("every counter's median per kernel: --json")
+    else:
+        print("how the verdict is decided: --explain; every counter's median per kernel: --json")
 
 
 # -- commands -------------------------------------------------------------------------------------------
@@ -503,7 +507,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print_collection(infos)
         judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
         if any(s.verdict is not None and s.verdict.kind in judged for s in stats):
-            print_metrics_legend()
+            print_metrics_legend(args.explain)
         return 0
     print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
     print_collection(infos)
@@ -728,8 +732,27 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from . import sim
     from ._profilers._async import AsyncProfiler
 
+    for flag, value, least in (
+        ("--devices", args.devices, 1),
+        ("--cases", args.cases, 1),
+        ("--repeats", args.repeats, 1),
+    ):
+        if value < least:
+            raise CliError(f"{flag} {value}: give at least {least}")
+    if args.devices > sim.MAX_DEVICES:
+        raise CliError(
+            f"--devices {args.devices}: the simulated toolkit has at most {sim.MAX_DEVICES} devices"
+        )
+    out: Path | None = None
+    if args.out is not None:
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise CliError(f"--out {out}: is not a folder; give a folder for the runs (made if missing)")
+        out.mkdir(parents=True, exist_ok=True)
     toolkit = sim.toolkit()
-    sim.control().set_jitter(0.02, seed=0, outlier_rate=0.01)  # run-to-run noise, as on hardware
+    control = sim.control()
+    control.set_device_count(max(args.devices, 8))
+    control.set_jitter(0.02, seed=0, outlier_rate=0.01)  # run-to-run noise, as on hardware
     devices = list(range(args.devices))
     progress = Progress("profiling", args.cases)
     results: list[tuple[int, int, ProfilingResult]] = []
@@ -743,7 +766,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 sim.launch(name, device=device, task_type=ttype, duration_us=duration)
 
     async def main() -> None:
-        profiler = AsyncProfiler(toolkit=toolkit)
+        profiler = AsyncProfiler(out, toolkit=toolkit)
         async with profiler.sweep(range(args.cases), launch, devices=devices) as items:
             async for item in items:
                 if item.error is not None:
@@ -753,11 +776,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 progress.advance(f"case {item.case} done on device {item.device}")
 
     began = time.monotonic()
+    interrupted = False
     try:
         anyio.run(main)
+    except KeyboardInterrupt:
+        interrupted = True  # the finished cases are still worth a table
     finally:
         progress.close()
     elapsed = time.monotonic() - began
+    _print_demo(args, results, elapsed, interrupted)
+    if interrupted:
+        print("asc-aprof: interrupted", file=sys.stderr)
+        return 130
+    if out is not None:
+        print(
+            f"\nThe runs are in {out} (PROF_* folders: a window covers the cases that ran at once). Next:\n"
+            f"  asc-aprof summary {out}             per-kernel table of every run\n"
+            f"  asc-aprof summary {out} --metrics   why is it slow: PMU counters and a verdict\n"
+            f"  asc-aprof report {out} -o report.html\n"
+            f"  asc-aprof trace {out} -o trace.json.gz   (open in https://ui.perfetto.dev)"
+        )
+    else:
+        print(
+            "\nThe runs were deleted at exit; to keep them and try summary, report and trace on them: "
+            "asc-aprof demo --out DIR"
+        )
+    return 0
+
+
+def _print_demo(
+    args: argparse.Namespace,
+    results: list[tuple[int, int, ProfilingResult]],
+    elapsed: float,
+    interrupted: bool,
+) -> None:
     rows: list[list[str]] = []
     total = 0
     for case, device, result in sorted(results):
@@ -775,13 +827,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
                     fmt(stat.p90_us),
                 ]
             )
+    done = f"{len(results)} of {args.cases}" if interrupted else str(args.cases)
     print_table(
-        f"{args.cases} case(s) on {args.devices} simulated device(s): {total} tasks profiled, "
+        f"{done} case(s) on {args.devices} simulated device(s): {total} tasks profiled, "
         f"exported and parsed in {elapsed:.2f} s (times in µs)",
         DEMO_COLUMNS,
         rows,
     )
-    return 0
+    print(
+        "A case is one profiling window of a sweep: the same three kernels, a little slower per case, "
+        "as a tile-size sweep would run them; each device profiles one case at a time."
+    )
 
 
 READ_RULE: Final = (
@@ -801,6 +857,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: asc-aprof demo --devices 4 --cases 8",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     fmt_cls = argparse.RawDescriptionHelpFormatter
 
@@ -827,11 +884,21 @@ def build_parser() -> argparse.ArgumentParser:
         "demo",
         help="a multi-device sweep on the simulated toolkit",
         formatter_class=fmt_cls,
-        epilog="example:\n  asc-aprof demo --devices 4 --cases 8",
+        description=(
+            "Sweeps CASES cases over DEVICES simulated devices: each case is one profiling window in which\n"
+            "three kernels run REPEATS times, a little slower per case (as a tile-size sweep would be)."
+        ),
+        epilog="example:\n  asc-aprof demo --devices 4 --cases 8 --out ./demo_runs",
     )
     demo.add_argument("--devices", type=int, default=4, help="simulated devices (default 4)")
     demo.add_argument("--cases", type=int, default=8, help="cases to sweep (default 8)")
     demo.add_argument("--repeats", type=int, default=20, help="launches of each kernel per case (default 20)")
+    demo.add_argument(
+        "--out",
+        metavar="DIR",
+        help="keep the runs in DIR (made if missing), to try summary, report and trace on them; "
+        "default: a temporary folder deleted at exit",
+    )
     demo.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     demo.set_defaults(func=cmd_demo)
 
@@ -864,6 +931,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--metrics",
         action="store_true",
         help="read the PMU counters: their medians and a bound verdict per kernel (all of them in --json)",
+    )
+    summary.add_argument(
+        "--explain", action="store_true", help="with --metrics: print the rule the verdict follows"
     )
     common(summary)
     summary.set_defaults(func=cmd_summary)

@@ -229,6 +229,17 @@ def _not_a_sweep_device(case: object, device: int, devices: Sequence[int]) -> Us
     )
 
 
+def _ranges(numbers: Sequence[int]) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` as ``0-2, 5, 7-8``."""
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
 class AsyncProfiler(ProfilerBase):
     """The async twin of :class:`Profiler` (same parameters), for asyncio and trio via anyio.
 
@@ -340,11 +351,15 @@ class AsyncProfiler(ProfilerBase):
         if not finished:
             raise timeout_error("checking the sweep's devices (aclprofCreateConfig)", self.call_timeout)
         if refused:
-            bad = "; ".join(f"device {d}: {exc}" for d, exc in sorted(refused.items()))
+            # One clause per distinct reason, devices as ranges: 57 refused devices stay one line.
+            reasons: dict[str, list[int]] = {}
+            for d, exc in sorted(refused.items()):
+                reasons.setdefault(str(exc).replace(f"device {d}", "device N"), []).append(d)
+            bad = "; ".join(f"devices {_ranges(ds)}: {why}" for why, ds in reasons.items())
             good = [d for d in device_list if d not in refused]
             raise UsageError(
-                f"sweep(): CANN refuses {sorted(refused)} among devices {device_list}, so no case ran "
-                f"({bad}). Devices it accepts: {good}"
+                f"sweep(): CANN refuses devices {_ranges(sorted(refused))} of {_ranges(device_list)}, so no "
+                f"case ran ({bad}). Devices it accepts: {_ranges(good) if good else 'none'}"
             )
         return device_list
 

@@ -1,0 +1,76 @@
+"""The first hour on the command line, through the installed ``asc-aprof`` entry point: the demo's
+flags are checked in their own words, its runs can be kept and it says what to try next, and
+``--version`` exists."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import asc_aprof
+
+ENTRY_POINT = Path(sys.executable).with_name("asc-aprof")
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if not ENTRY_POINT.is_file():
+        pytest.fail(f"the asc-aprof entry point is not installed beside {sys.executable}: pip install -e .")
+    env = {**os.environ, "COLUMNS": "120"}
+    return subprocess.run(
+        [str(ENTRY_POINT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_version(tmp_path: Path) -> None:
+    done = cli("--version", cwd=tmp_path)
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"asc-aprof {asc_aprof.__version__}"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--devices", "65"], "--devices 65: the simulated toolkit has at most 64 devices"),
+        (["--devices", "-2"], "--devices -2: give at least 1"),
+        (["--cases", "0"], "--cases 0: give at least 1"),
+        (["--repeats", "0"], "--repeats 0: give at least 1"),
+    ],
+)
+def test_demo_flags_are_checked_in_their_own_words(tmp_path: Path, flags: list[str], message: str) -> None:
+    done = cli("demo", *flags, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"asc-aprof: error: {message}"
+    assert done.stdout == ""
+
+
+def test_demo_out_keeps_the_runs_and_says_what_to_try(tmp_path: Path) -> None:
+    out = tmp_path / "made" / "demo_runs"  # a missing parent is made
+    done = cli("demo", "--devices", "12", "--cases", "3", "--repeats", "2", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "3 case(s) on 12 simulated device(s)" in done.stdout  # more devices than the default 8
+    assert "A case is one profiling window of a sweep" in done.stdout
+    runs = sorted(out.glob("PROF_*"))
+    assert runs, done.stdout
+    assert f"asc-aprof summary {out}" in done.stdout and f"asc-aprof report {out}" in done.stdout
+    summary = cli("summary", str(out), cwd=tmp_path)
+    assert summary.returncode == 0, summary.stderr
+    assert "matmul_custom" in summary.stdout
+
+
+def test_demo_without_out_says_the_runs_are_gone(tmp_path: Path) -> None:
+    done = cli("demo", "--devices", "1", "--cases", "1", "--repeats", "1", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "asc-aprof demo --out DIR" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_out_refuses_a_file(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("mine")
+    done = cli("demo", "--cases", "1", "--out", str(tmp_path / "f"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "--out" in done.stderr and "is not a folder" in done.stderr
+    assert (tmp_path / "f").read_text() == "mine"
