@@ -125,7 +125,7 @@ class FakeInterface(MsprofInterface):
     def create_config(
         self,
         device_ids: Iterable[int],
-        metric: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         types: ProfileTypes = ProfileType.TASK_TIME,
     ) -> ProfilerConfig:
         devices = tuple(device_ids)

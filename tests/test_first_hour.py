@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from asc_aprof import (
+    AicoreMetrics,
     AsyncProfiler,
+    InvalidArgumentError,
     Profiler,
     ProfileRun,
     ProfilingTask,
@@ -26,6 +28,7 @@ from asc_aprof import (
     ToolkitNotFoundError,
     UsageError,
     discover_toolkit,
+    open_run,
     sim,
     task_time_median,
 )
@@ -277,3 +280,58 @@ def test_real_data_tests_all_skip_with_the_reason_that_explains_them() -> None:
     ):
         reasons = [m.kwargs.get("reason") for m in getattr(test, "pytestmark", []) if m.name == "skipif"]
         assert reasons == [SKIP_REASON], test.__name__
+
+
+# -- metric groups as msprof spells them ---------------------------------------------------------
+MSPROF_NAMES = {
+    AicoreMetrics.PIPE_UTILIZATION: "PipeUtilizationExct",  # 910B's spelling (real 910B runs too)
+    AicoreMetrics.ARITHMETIC_UTILIZATION: "ArithmeticUtilization",
+    AicoreMetrics.MEMORY_BANDWIDTH: "Memory",
+    AicoreMetrics.L0B_AND_WIDTH: "MemoryL0",
+    AicoreMetrics.RESOURCE_CONFLICT_RATIO: "ResourceConflictRatio",
+    AicoreMetrics.MEMORY_UB: "MemoryUB",
+    AicoreMetrics.L2_CACHE: "L2Cache",
+    # (the simulated 910B's sample.json names no group 7)
+    AicoreMetrics.MEMORY_ACCESS: "MemoryAccess",
+}
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("PipeUtilization", AicoreMetrics.PIPE_UTILIZATION),
+        ("pipeutilization", AicoreMetrics.PIPE_UTILIZATION),
+        ("ArithmeticUtilization", AicoreMetrics.ARITHMETIC_UTILIZATION),
+        ("Memory", AicoreMetrics.MEMORY_BANDWIDTH),
+        ("MemoryL0", AicoreMetrics.L0B_AND_WIDTH),
+        ("ResourceConflictRatio", AicoreMetrics.RESOURCE_CONFLICT_RATIO),
+        ("MemoryUB", AicoreMetrics.MEMORY_UB),
+        ("L2Cache", AicoreMetrics.L2_CACHE),
+        ("PipelineExecuteUtilization", AicoreMetrics.PIPE_EXECUTE_UTILIZATION),
+        ("MemoryAccess", AicoreMetrics.MEMORY_ACCESS),
+        ("PIPE_UTILIZATION", AicoreMetrics.PIPE_UTILIZATION),
+        ("l2_cache", AicoreMetrics.L2_CACHE),
+    ],
+)
+def test_profile_takes_the_metric_group_as_msprof_spells_it(
+    toolkit: Toolkit, given: str, expected: AicoreMetrics
+) -> None:
+    profiler = Profiler(toolkit=toolkit)
+    with profiler.profile(metrics=given, cleanup=False) as run:
+        sim.launch("add_custom")
+    assert run.result is not None and [t.name for t in run.result.tasks] == ["add_custom"]
+    assert run.run_dir is not None
+    # the group CANN was given, as the run's sample.json names it
+    assert open_run(run.run_dir).info.metrics == MSPROF_NAMES.get(expected)
+
+
+def test_a_metric_group_typo_lists_the_valid_ones(toolkit: Toolkit) -> None:
+    profiler = Profiler(toolkit=toolkit)
+    typo = r"^metrics='PipeUtilisation' is not a metric group; give one of: "
+    with pytest.raises(InvalidArgumentError, match=typo), profiler.profile(metrics="PipeUtilisation"):
+        pass
+    with (
+        pytest.raises(InvalidArgumentError, match="PipelineExecuteUtilization"),
+        profiler.profile(metrics="pipe"),
+    ):
+        pass

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Final, NewType
 
-from .._model._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType
+from .._model._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType, metric_group
 from .._model._errors import AclError, InvalidArgumentError, UsageError, create_config_null_error
 from .._model._toolkit import Toolkit
 from ._discovery import discover_toolkit
@@ -134,7 +134,7 @@ class MsprofInterface:
     def create_config(
         self,
         device_ids: Iterable[int],
-        metric: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         types: ProfileTypes = ProfileType.TASK_TIME,
     ) -> ProfilerConfig:
         """``aclprofCreateConfig`` for any number of devices (no AI Core events).
@@ -148,7 +148,7 @@ class MsprofInterface:
             raise UsageError(f"device ids must be non-negative 32-bit integers: {ids}")
         array = (ctypes.c_uint32 * max(len(ids), 1))(*ids)
         mask = combine_profile_types(types)
-        handle = self._lib.aclprofCreateConfig(array, len(ids), int(metric), None, mask)
+        handle = self._lib.aclprofCreateConfig(array, len(ids), metric_group(metric), None, mask)
         if not handle:
             raise create_config_null_error(ids)
         return ProfilerConfig(handle)

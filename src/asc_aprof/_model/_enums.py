@@ -20,6 +20,57 @@ class AicoreMetrics(enum.IntEnum):
     MEMORY_ACCESS = 8
     NONE = 0xFF
 
+    @classmethod
+    def _missing_(cls, value: object) -> AicoreMetrics | None:
+        # AicoreMetrics("PipeUtilization"): the group as msprof's --aic-metrics spells it, or a
+        # member's name, any case.
+        if isinstance(value, str):
+            return _METRIC_NAMES.get(value.replace("_", "").replace("-", "").lower())
+        return None
+
+
+#: msprof's spellings of the groups (``--aic-metrics``), lower case, and the members' names.
+_METRIC_NAMES: Final = {
+    "arithmeticutilization": AicoreMetrics.ARITHMETIC_UTILIZATION,
+    "pipeutilization": AicoreMetrics.PIPE_UTILIZATION,
+    "memory": AicoreMetrics.MEMORY_BANDWIDTH,
+    "memoryl0": AicoreMetrics.L0B_AND_WIDTH,
+    "resourceconflictratio": AicoreMetrics.RESOURCE_CONFLICT_RATIO,
+    "memoryub": AicoreMetrics.MEMORY_UB,
+    "l2cache": AicoreMetrics.L2_CACHE,
+    "pipelineexecuteutilization": AicoreMetrics.PIPE_EXECUTE_UTILIZATION,
+    "memoryaccess": AicoreMetrics.MEMORY_ACCESS,
+    **{m.name.replace("_", "").lower(): m for m in AicoreMetrics},
+}
+#: What a metric group may be given as, for an error.
+METRIC_SPELLINGS: Final = (
+    "ArithmeticUtilization, PipeUtilization, Memory, MemoryL0, ResourceConflictRatio, MemoryUB, L2Cache, "
+    "PipelineExecuteUtilization, MemoryAccess (any case), an AicoreMetrics member or its name, or its number"
+)
+
+
+def metric_group(value: AicoreMetrics | int | str) -> int:
+    """The ``aclprofAicoreMetrics`` number of *value* (a member, a number, or a group's name).
+
+    :raises InvalidArgumentError: an unknown name, listing the valid ones
+    """
+    if isinstance(value, str):
+        try:
+            return int(AicoreMetrics(value))  # type: ignore[arg-type]  # str goes to _missing_
+        except ValueError:
+            from ._errors import InvalidArgumentError
+
+            raise InvalidArgumentError(
+                f"metrics={value!r} is not a metric group; give one of: {METRIC_SPELLINGS}"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        from ._errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"metrics={value!r} is not a metric group; give one of: {METRIC_SPELLINGS}"
+        )
+    return int(value)
+
 
 class ProfileType(enum.IntFlag):
     """``ACL_PROF_*`` bits of ``dataTypeConfig``; combine with ``|``."""

@@ -252,7 +252,7 @@ class AsyncProfiler(ProfilerBase):
     async def start(
         self,
         device_id: int | None = None,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> None:
         """Start collecting on *device_id*.
@@ -321,7 +321,7 @@ class AsyncProfiler(ProfilerBase):
         cases: Iterable[CaseT],
         devices: Iterable[int] | None,
         placement: Callable[[CaseT], int | None] | None,
-        metrics: AicoreMetrics | int,
+        metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
     ) -> list[int]:
         """The sweep's devices, checked once before any case runs (see :meth:`sweep`)."""
@@ -433,7 +433,7 @@ class AsyncProfiler(ProfilerBase):
         self,
         device_id: int | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
         *,
         counters: bool = False,
@@ -470,7 +470,7 @@ class AsyncProfiler(ProfilerBase):
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*; the parameters are :meth:`Profiler.bench`'s.
@@ -582,7 +582,7 @@ class AsyncProfiler(ProfilerBase):
         flush: Callable[[], Awaitable[object]] | Callable[[], object] | None,
         config: BenchConfig,
         cleanup: bool,
-        metrics: AicoreMetrics | int | None,
+        metrics: AicoreMetrics | int | str | None,
         profile_types: ProfileTypes | None,
     ) -> BenchResult:
         device = self._device(device_id)
@@ -633,7 +633,7 @@ class AsyncProfiler(ProfilerBase):
         self,
         device_id: int | None,
         cleanup: bool,
-        metrics: AicoreMetrics | int,
+        metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
         counters: bool = False,
     ) -> AsyncIterator[ProfileRun]:
@@ -664,7 +664,7 @@ class AsyncProfiler(ProfilerBase):
         export_limit: int | anyio.CapacityLimiter | None = None,
         max_pending: int | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
         counters: bool = False,
     ) -> AsyncIterator[SweepItems[CaseT]]:

@@ -35,7 +35,7 @@ from .._cann._discovery import discover_toolkit
 from .._cann._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from .._cann._layout import list_runs, resolve_run
 from .._cann._paths import default_result_root
-from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
+from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, metric_group
 from .._model._errors import UsageError
 from .._model._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from .._model._records import ProfilingResult
@@ -163,9 +163,9 @@ class ProfilerBase:
             self._toolkit = discover_toolkit()
         return self._toolkit
 
-    def _key(self, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None) -> WindowKey:
+    def _key(self, metrics: AicoreMetrics | int | str, profile_types: ProfileTypes | None) -> WindowKey:
         types = DEFAULT_PROFILE_TYPES if profile_types is None else combine_profile_types(profile_types)
-        return WindowKey(self.toolkit, self.result_path, int(metrics), types)
+        return WindowKey(self.toolkit, self.result_path, metric_group(metrics), types)
 
     @staticmethod
     def _device(device_id: int | None) -> int:
@@ -175,7 +175,7 @@ class ProfilerBase:
         return device
 
     def _join(
-        self, device_id: int | None, metrics: AicoreMetrics | int, profile_types: ProfileTypes | None
+        self, device_id: int | None, metrics: AicoreMetrics | int | str, profile_types: ProfileTypes | None
     ) -> Participant:
         key = self._key(metrics, profile_types)
         participant = get_collector().join(key, self._device(device_id), library_owned=self.owns_result_path)
@@ -185,7 +185,7 @@ class ProfilerBase:
     def _call(
         self,
         device_id: int | None,
-        metrics: AicoreMetrics | int,
+        metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
         *,
         counters: bool = False,

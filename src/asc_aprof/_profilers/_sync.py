@@ -76,7 +76,7 @@ class Profiler(ProfilerBase):
     def start(
         self,
         device_id: int | None = None,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> None:
         """Start collecting on *device_id* (default: pyasc's current device, else 0).
@@ -166,7 +166,7 @@ class Profiler(ProfilerBase):
         self,
         device_id: int | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
         *,
         counters: bool = False,
@@ -206,7 +206,7 @@ class Profiler(ProfilerBase):
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*: median, its 95% interval, samples, outliers, kernels.
@@ -339,7 +339,7 @@ class Profiler(ProfilerBase):
         flush: Callable[[], object] | None,
         config: BenchConfig,
         cleanup: bool,
-        metrics: AicoreMetrics | int | None,
+        metrics: AicoreMetrics | int | str | None,
         profile_types: ProfileTypes | None,
     ) -> BenchResult:
         device = self._device(device_id)
@@ -374,7 +374,7 @@ class Profiler(ProfilerBase):
         self,
         device_id: int | None,
         cleanup: bool,
-        metrics: AicoreMetrics | int,
+        metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
         counters: bool = False,
     ) -> Iterator[ProfileRun]:

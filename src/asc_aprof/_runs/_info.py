@@ -134,6 +134,10 @@ def read_info(run: Path) -> RunInfo:
     driver = info.get("drvVersion")
     level = sample.get("profLevel") or sample.get("prof_level")
     metrics = sample.get("ai_core_metrics") or sample.get("aicMetrics")
+    if not metrics and devices and host:
+        # Real host/sample.json files carry it; the simulated toolkit's say it per device only.
+        device_sample = _device_file(run, f"device_{devices[0]}", "sample.json")
+        metrics = device_sample.get("ai_core_metrics") or device_sample.get("aicMetrics")
     return RunInfo(
         run_id=run.name,
         path=run,
