@@ -335,3 +335,51 @@ def test_a_metric_group_typo_lists_the_valid_ones(toolkit: Toolkit) -> None:
         profiler.profile(metrics="pipe"),
     ):
         pass
+
+
+# -- run ids and result paths ----------------------------------------------------------------------
+def _two_runs(toolkit: Toolkit, result_dir: Path) -> list[Path]:
+    profiler = Profiler(result_dir, toolkit=toolkit)
+    for _ in range(2):
+        with profiler.profile():
+            sim.launch("add_custom")
+    return sorted(result_dir.glob("PROF_*"))
+
+
+def test_a_runs_absolute_path_is_a_run_id(toolkit: Toolkit, result_dir: Path) -> None:
+    runs = _two_runs(toolkit, result_dir)
+    profiler = Profiler(result_dir, toolkit=toolkit)
+    assert [t.name for t in profiler.store_result(str(runs[0])).tasks] == ["add_custom"]
+    assert [t.name for t in profiler.store_result(runs[1]).tasks] == ["add_custom"]
+    elsewhere = result_dir.parent / "other" / runs[0].name
+    with pytest.raises(UsageError, match=r"open_run\(path\)"):
+        profiler.store_result(elsewhere)
+
+
+def test_a_mistyped_run_id_names_the_runs_there_closest_first(toolkit: Toolkit, result_dir: Path) -> None:
+    runs = _two_runs(toolkit, result_dir)
+    typo = runs[1].name[:-3] + "zzz"
+    with pytest.raises(UsageError) as info:
+        Profiler(result_dir, toolkit=toolkit).store_result(typo)
+    message = str(info.value)
+    assert message.startswith(f"no run {typo!r} in {result_dir}; runs there: {runs[1].name}, {runs[0].name}")
+
+
+def test_a_run_given_as_the_result_path_says_so(toolkit: Toolkit, result_dir: Path) -> None:
+    (run,) = _two_runs(toolkit, result_dir)[:1]
+    with pytest.raises(UsageError) as info:
+        Profiler(run, toolkit=toolkit).store_last_result()
+    assert str(info.value) == (
+        f"{run} is a run itself, not a result path: give its parent ({result_dir}), or read it directly "
+        f"with asc_aprof.open_run('{run}')"
+    )
+
+
+def test_runs_one_level_down_and_a_missing_result_path_are_said(toolkit: Toolkit, tmp_path: Path) -> None:
+    _two_runs(toolkit, tmp_path / "outer" / "inner")
+    with pytest.raises(UsageError, match=r"runs are one level down, in inner: give that folder$"):
+        Profiler(tmp_path / "outer", toolkit=toolkit).store_last_result()
+    with pytest.raises(UsageError, match=r"it does not exist \(check the result path\)$"):
+        Profiler(tmp_path / "missing", toolkit=toolkit).store_last_result()
+    with pytest.raises(UsageError, match=r"the result path .*missing does not exist$"):
+        Profiler(tmp_path / "missing", toolkit=toolkit).store_result("PROF_1")

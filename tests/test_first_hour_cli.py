@@ -74,3 +74,22 @@ def test_demo_out_refuses_a_file(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "--out" in done.stderr and "is not a folder" in done.stderr
     assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_summary_of_a_folder_whose_runs_are_one_level_down_says_so(tmp_path: Path) -> None:
+    made = cli(
+        "demo",
+        "--devices",
+        "1",
+        "--cases",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path / "a" / "b"),
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stderr
+    done = cli("summary", str(tmp_path / "a"), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "runs are one level down, in b: give that folder" in done.stderr

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import difflib
 import json
 import logging
 import os
@@ -201,15 +202,65 @@ def resolve_run(result_path: Path, run_id: str | os.PathLike[str]) -> Path:
     except UnicodeEncodeError:
         raise UsageError(f"run id cannot be encoded for the file system: {text!r}") from None
     candidate = Path(text)
+    if (
+        candidate.is_absolute()
+        and candidate.name not in ("", "..", ".")
+        and (candidate.parent == result_path or candidate.parent.resolve() == result_path.resolve())
+    ):
+        candidate = Path(candidate.name)  # the run's own path, as list_runs() gives it
     if candidate.is_absolute() or ".." in candidate.parts or not candidate.parts:
-        raise UsageError(f"run id must be a directory name inside {result_path}, got {text!r}")
+        raise UsageError(
+            f"run id must be a directory name inside {result_path} (or a run's path there), got {text!r}; "
+            "to read a run elsewhere: asc_aprof.open_run(path)"
+        )
     path = result_path / candidate
     root = result_path.resolve()
     if path.is_symlink() or not path.resolve().is_relative_to(root):
         raise UsageError(f"run id {text!r} leaves the result path {result_path}")
     if not path.is_dir():
-        raise UsageError(f"no run {text!r} in {result_path}")
+        raise UsageError(_no_run_message(result_path, text))
     return path
+
+
+def no_runs_message(result_path: Path) -> str:
+    """Why *result_path* holds no run: missing, a run itself, or runs one level down."""
+    if not result_path.is_dir():
+        return f"no PROF_* run in {result_path}: it does not exist (check the result path)"
+    if result_path.name.startswith("PROF_") or (result_path / "host").is_dir():
+        return (
+            f"{result_path} is a run itself, not a result path: give its parent "
+            f"({result_path.parent}), or read it directly with asc_aprof.open_run('{result_path}')"
+        )
+    below = sorted(
+        child.name
+        for child in _subdirs(result_path)
+        if any(g.name.startswith("PROF_") for g in _subdirs(child))
+    )
+    if below:
+        where = ", ".join(below[:3]) + (f" and {len(below) - 3} more" if len(below) > 3 else "")
+        return f"no PROF_* run in {result_path}, but runs are one level down, in {where}: give that folder"
+    return f"no PROF_* run in {result_path}"
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        with os.scandir(path) as entries:
+            return [Path(e.path) for e in entries if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _no_run_message(result_path: Path, text: str) -> str:
+    """Why *text* names no run in *result_path*, with the runs there (the closest first)."""
+    if not result_path.is_dir():
+        return f"no run {text!r}: the result path {result_path} does not exist"
+    names = [run.name for run in list_runs(result_path)]
+    if not names:
+        return f"no run {text!r} in {result_path}: it holds no PROF_* run"
+    close = difflib.get_close_matches(text, names, n=3, cutoff=0.6)
+    shown = close + [n for n in reversed(names) if n not in close][: max(0, 3 - len(close))]
+    more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
+    return f"no run {text!r} in {result_path}; runs there: {', '.join(shown)}{more}"
 
 
 def _csvs_in(directory: Path, device: int | None, run: Path | None = None) -> Iterator[CsvFile]:

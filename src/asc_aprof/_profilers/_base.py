@@ -33,7 +33,7 @@ from .._cann._collector import (
 )
 from .._cann._discovery import discover_toolkit
 from .._cann._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
-from .._cann._layout import list_runs, resolve_run
+from .._cann._layout import list_runs, no_runs_message, resolve_run
 from .._cann._paths import default_result_root
 from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, metric_group
 from .._model._errors import UsageError
@@ -270,7 +270,7 @@ class ProfilerBase:
                     f"no PROF_* run in {self.result_path}: the last one, {path.name}, was deleted by "
                     f"{why}. {_KEEPING_RUNS}"
                 )
-            raise UsageError(f"no PROF_* run in {self.result_path}")
+            raise UsageError(no_runs_message(self.result_path))
         return runs[-1]
 
     def _cleanup(self) -> list[Path]:
