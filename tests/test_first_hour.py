@@ -350,10 +350,10 @@ def test_a_runs_absolute_path_is_a_run_id(toolkit: Toolkit, result_dir: Path) ->
     runs = _two_runs(toolkit, result_dir)
     profiler = Profiler(result_dir, toolkit=toolkit)
     assert [t.name for t in profiler.store_result(str(runs[0])).tasks] == ["add_custom"]
-    assert [t.name for t in profiler.store_result(runs[1]).tasks] == ["add_custom"]
+    assert [t.name for t in profiler.store_result(str(runs[1])).tasks] == ["add_custom"]
     elsewhere = result_dir.parent / "other" / runs[0].name
     with pytest.raises(UsageError, match=r"open_run\(path\)"):
-        profiler.store_result(elsewhere)
+        profiler.store_result(str(elsewhere))
 
 
 def test_a_mistyped_run_id_names_the_runs_there_closest_first(toolkit: Toolkit, result_dir: Path) -> None:
