@@ -383,3 +383,19 @@ def test_runs_one_level_down_and_a_missing_result_path_are_said(toolkit: Toolkit
         Profiler(tmp_path / "missing", toolkit=toolkit).store_last_result()
     with pytest.raises(UsageError, match=r"the result path .*missing does not exist$"):
         Profiler(tmp_path / "missing", toolkit=toolkit).store_result("PROF_1")
+
+
+def test_the_missing_plotly_hint_says_what_works_from_a_checkout(monkeypatch: pytest.MonkeyPatch) -> None:
+    from asc_aprof._outputs import _report_html
+
+    monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
+    monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
+    with pytest.raises(UsageError) as info:
+        _report_html._plotly()
+    checkout = Path(_report_html.__file__).resolve().parents[3]
+    # this test runs from the repository: the hint names the checkout's own extra
+    assert (checkout / "pyproject.toml").is_file()
+    assert str(info.value) == (
+        f"the HTML report needs plotly, which is not installed here: pip install -e '{checkout}[report]' "
+        "(or pip install plotly)"
+    )

@@ -5,6 +5,7 @@ flags are checked in their own words, its runs can be kept and it says what to t
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 import asc_aprof
+
+from .reference import REAL_RUNS, needs_real_runs
 
 ENTRY_POINT = Path(sys.executable).with_name("asc-aprof")
 
@@ -93,3 +96,17 @@ def test_summary_of_a_folder_whose_runs_are_one_level_down_says_so(tmp_path: Pat
     done = cli("summary", str(tmp_path / "a"), cwd=tmp_path)
     assert done.returncode == 1
     assert "runs are one level down, in b: give that folder" in done.stderr
+
+
+@needs_real_runs
+def test_summary_of_runs_from_two_chips_gives_a_table_per_chip(tmp_path: Path) -> None:
+    for name in ("910b_l1_div", "310b_addcmul"):
+        source = next((REAL_RUNS / name).glob("PROF_*"))
+        shutil.copytree(source, tmp_path / "runs" / source.name)
+    done = cli("summary", str(tmp_path / "runs"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    titles = [line for line in done.stdout.splitlines() if line.startswith("Kernels")]
+    assert [t.split(" in ")[0] for t in titles] == ["Kernels on Ascend 310B", "Kernels on Ascend 910B"]
+    tables = done.stdout.split("\n\n")
+    assert "Addcmul" in tables[0] and "div_kernel" not in tables[0]
+    assert "div_kernel" in tables[1] and "Addcmul" not in tables[1]

@@ -501,22 +501,49 @@ def cmd_summary(args: argparse.Namespace) -> int:
     if not stats:
         tasks = [t for c in columns for t in c.iter_tasks()]  # only to say why nothing matched
         raise CliError(no_match_message(tasks, device=args.device, name=args.name, skip=args.skip))
+    chips = [info.chip or "unknown chip" for info in infos] if len(infos) == len(columns) else []
+    if not stored and len(set(chips)) > 1:
+        # Device 0 of a 910B and device 0 of a 310B are different devices: one table per chip.
+        for n, chip in enumerate(sorted(set(chips))):
+            if n:
+                print()
+            mine = [c for c, on in zip(columns, chips, strict=True) if on == chip]
+            chip_stats = run_kernel_stats(mine, device=args.device, name=args.name, skip=args.skip)
+            if chip_stats:
+                _print_summary(
+                    args,
+                    chip_stats,
+                    [c.run_id or "-" for c in mine],
+                    [i for i in infos if (i.chip or "unknown chip") == chip],
+                    f" on {chip}",
+                )
+        return 0
+    _print_summary(args, stats, run_ids, infos, "")
+    return 0
+
+
+def _print_summary(
+    args: argparse.Namespace,
+    stats: Sequence[KernelStats],
+    run_ids: Sequence[str],
+    infos: Sequence[RunInfo],
+    on: str,
+) -> None:
     runs = ", ".join(run_ids)
     if args.metrics:
-        print_table(f"Kernels in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
+        print_table(f"Kernels{on} in {runs} (µs; counter medians)", METRICS_COLUMNS, metrics_rows(stats))
         print_collection(infos)
         judged = (VerdictKind.BOUND, VerdictKind.LATENCY, VerdictKind.NOT_BOUND)
         if any(s.verdict is not None and s.verdict.kind in judged for s in stats):
             print_metrics_legend(args.explain)
-        return 0
-    print_table(f"Kernels in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
+        return
+    print_table(f"Kernels{on} in {runs} (times in µs)", STATS_COLUMNS, stats_rows(stats))
     print_collection(infos)
     if all(s.type in CONTROL_TASK_TYPES for s in stats):
         print(
             "note: no kernel was recorded; these are CANN control tasks (name N/A), which the export "
             "lists when nothing ran on the device while it was profiled"
         )
-    return 0
 
 
 def no_match_message(

@@ -43,7 +43,17 @@ from ._report_model import (
     case_order,
 )
 
-INSTALL_HINT: Final = "the HTML report needs plotly: pip install 'asc-aprof[report]'"
+
+def install_hint() -> str:
+    """How to get plotly where the user is: from a source checkout, the extra of the checkout."""
+    checkout = Path(__file__).resolve().parents[3]
+    if (checkout / "pyproject.toml").is_file() and (checkout / "src" / "asc_aprof").is_dir():
+        how = f"pip install -e '{checkout}[report]' (or pip install plotly)"
+    else:
+        how = "pip install 'asc-aprof[report]' (or pip install plotly)"
+    return f"the HTML report needs plotly, which is not installed here: {how}"
+
+
 #: Distribution and sweep charts drawn at most (kernels by total time); the tables list them all.
 MAX_KERNEL_CHARTS: Final = 24
 CONFIG: Final = {"displaylogo": False, "responsive": True}
@@ -81,7 +91,7 @@ def _plotly() -> Any:
         import plotly.graph_objects as go
         import plotly.offline
     except ImportError as exc:
-        raise UsageError(INSTALL_HINT) from exc
+        raise UsageError(install_hint()) from exc
     return go, plotly.offline
 
 
