@@ -59,7 +59,7 @@ from .._cann._layout import CsvFile, find_summary_csvs, task_time_beside
 from .._model._counters import CounterBuilder, TaskCounters
 from .._model._errors import UsageError
 from .._model._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
-from .._model._records import ProfilingTask
+from .._model._records import ProfilingTask, task_with_type
 from .._plans._columns import ColumnBatch, ColumnBuilder, Tables, TaskColumns
 from .._plans._parser import TaskParser
 from .._plans._raw import RawResult
@@ -379,7 +379,7 @@ class RunReader:
             if task.type == UNKNOWN_TYPE:
                 found = types.get(key) if key is not None else None
                 if found is not None and found != UNKNOWN_TYPE:
-                    task = task._replace(type=found)
+                    task = task_with_type(task, found)
                     self.joined += 1
                 else:
                     self.unjoined += 1
