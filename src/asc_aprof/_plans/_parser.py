@@ -50,11 +50,10 @@ The pure-Python row loop (``_rows``) is the reference. On a 1,000,000-row op_sum
 3.4 µs/row, 3.5x polars' time, ~18 % of it in the cyclic GC: ``ProfilingTask`` was a NamedTuple
 subclass (a slotted dataclass now) and CPython untracks only exact tuples, so every task stayed
 tracked and each full collection walks every task parsed so far, which stalled the event loop
-~150 ms near a million
-tasks (benchmarks/RESULTS.md, sections 1 and 3). The optional extension ``_cparser`` (built at
-install when a compiler is there; ``ACCELERATED`` says whether new parsers use it, and
-``ASC_APROF_PURE_PYTHON=1`` or ``TaskParser(accelerated=False)`` turns it off) runs the row
-loop on the undecoded complete-lines region of each feed.
+~150 ms near a million tasks (benchmarks/RESULTS.md, sections 1 and 3). The optional extension
+``_cparser`` (built at install when a compiler is there; ``ACCELERATED`` says whether new
+parsers use it, and ``ASC_APROF_PURE_PYTHON=1`` or ``TaskParser(accelerated=False)`` turns it
+off) runs the row loop on the undecoded complete-lines region of each feed.
 
 Its contract: results are identical to the pure path for every input -- tasks, ``skipped``,
 ``data_rows``, and errors with their file and line. C handles only the plain case (no ``"`` in
