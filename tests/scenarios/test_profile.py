@@ -88,7 +88,7 @@ async def test_raising_body_stops_collection_and_propagates_unchanged(
     assert info.value is boom
     assert simctl.running_devices() == [] and simctl.live_configs() == 0
     assert not simctl.initialized()
-    assert profiler.last_result is None
+    assert not profiler.results
 
 
 @scenario
