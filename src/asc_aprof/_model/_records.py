@@ -115,7 +115,9 @@ class ProfilingResult:
 
     :ivar tasks: the tasks, in file order (start order per device)
     :ivar run_id: the ``PROF_*`` directory name the tasks came from
-    :ivar stored_at: when the result was parsed (UTC, timezone-aware)
+    :ivar stored_at: when the result was parsed: a naive ``datetime`` in local time, as upstream's
+        ``datetime.now()`` (DECISIONS 8), so ``datetime.now() - result.stored_at`` works. Files
+        (``to_dict``, JSON reports) carry the instant in UTC; reading one gives local time again.
     :ivar counters: the tasks' PMU counters (:class:`~asc_aprof.TaskCounters`, aligned with
         ``tasks``) when they were asked for (``counters=True``), else None
     """
@@ -139,7 +141,7 @@ class ProfilingResult:
             "format": RESULT_FORMAT,
             "version": RESULT_VERSION,
             "run_id": self.run_id,
-            "stored_at": self.stored_at.isoformat(),
+            "stored_at": utc_text(self.stored_at),
             "tasks": [
                 {"id": t.id, "name": t.name, "type": t.type, "duration_us": t.duration, "device": t.device}
                 for t in self.tasks
@@ -172,7 +174,7 @@ class ProfilingResult:
                 )
                 for t in data["tasks"]
             )
-            stored_at = _dt.datetime.fromisoformat(data["stored_at"])
+            stored_at = local_time(_dt.datetime.fromisoformat(data["stored_at"]))
             raw = data.get("counters")
             counters = None if raw is None else TaskCounters.from_dict(raw, length=len(tasks))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -184,7 +186,17 @@ def make_result(
     tasks: Iterable[ProfilingTask], run_id: str, counters: TaskCounters | None = None
 ) -> ProfilingResult:
     """A result of *tasks* (and their *counters*) parsed now."""
-    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc), counters)
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(), counters)
+
+
+def utc_text(when: _dt.datetime) -> str:
+    """*when* as ISO-8601 in UTC; a naive value (``stored_at``) is local time."""
+    return when.astimezone(_dt.timezone.utc).isoformat()
+
+
+def local_time(when: _dt.datetime) -> _dt.datetime:
+    """*when* as ``stored_at`` holds it: naive local time (an aware value is converted)."""
+    return when if when.tzinfo is None else when.astimezone().replace(tzinfo=None)
 
 
 def numpy_round3(value: float) -> float:

@@ -212,7 +212,7 @@ class TaskColumns:
     counters) are equal, whatever the codes.
 
     :ivar run_id: the ``PROF_*`` run the columns came from (None when built from tasks)
-    :ivar stored_at: when they were parsed (UTC), or None
+    :ivar stored_at: when they were parsed (naive local time, as ``ProfilingResult.stored_at``), or None
     """
 
     __slots__ = ("_cols", "_counters", "_length", "_tables", "run_id", "stored_at")
@@ -363,7 +363,7 @@ class TaskColumns:
 
     def result(self) -> ProfilingResult:
         """These tasks as a :class:`ProfilingResult` (the tasks are built now)."""
-        stored = self.stored_at or _dt.datetime.now(_dt.timezone.utc)
+        stored = self.stored_at or _dt.datetime.now()
         return ProfilingResult(tuple(self.iter_tasks()), self.run_id or "", stored, self._counters)
 
     # -- comparison -------------------------------------------------------------------------
