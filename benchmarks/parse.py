@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 
 from asc_aprof import AsyncProfiler, ProfilingTask, TaskParser
+from asc_aprof._model._records import new_task
 from asc_aprof._plans import _parser
 
 from . import gen_csv
@@ -158,8 +159,7 @@ def polars_tasks(path: Path, layout: Layout) -> list[ProfilingTask]:
         frame = pl.read_csv(path, columns=order).with_columns(pl.lit(layout.device).alias("device"))
     else:
         frame = pl.read_csv(path, columns=[*order, layout.device_column])
-    new = tuple.__new__
-    return [new(ProfilingTask, row) for row in frame.select([*order, frame.columns[-1]]).iter_rows()]
+    return [new_task(row) for row in frame.select([*order, frame.columns[-1]]).iter_rows()]
 
 
 def aprof_sync_gc_off(path: Path, layout: Layout) -> list[ProfilingTask]:

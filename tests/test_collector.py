@@ -126,7 +126,7 @@ class FakeInterface(MsprofInterface):
         self,
         device_ids: Iterable[int],
         metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
-        types: ProfileTypes = ProfileType.TASK_TIME,
+        types: ProfileTypes | None = ProfileType.TASK_TIME,
     ) -> ProfilerConfig:
         devices = tuple(device_ids)
         self.acl.call(CREATE, devices)

@@ -11,6 +11,7 @@ the same functions on tasks, field for field.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -102,7 +103,7 @@ def run_columnar(
 
 
 def exact(tasks: Sequence[ProfilingTask]) -> list[tuple[tuple[str, str], ...]]:
-    return [tuple((type(v).__name__, repr(v)) for v in task) for task in tasks]
+    return [tuple((type(v).__name__, repr(v)) for v in dataclasses.astuple(task)) for task in tasks]
 
 
 def same_columns(

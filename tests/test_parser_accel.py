@@ -11,6 +11,7 @@ files parse identically, and the extension leaks nothing and compiles warning-fr
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gc
 import math
 import os
@@ -70,7 +71,7 @@ class Outcome:
 
 def _exact(task: ProfilingTask) -> tuple[tuple[str, str], ...]:
     assert type(task) is ProfilingTask
-    return tuple((type(value).__name__, repr(value)) for value in task)
+    return tuple((type(value).__name__, repr(value)) for value in dataclasses.astuple(task))
 
 
 def run(
@@ -500,7 +501,7 @@ def test_accelerated_tasks_are_untracked_and_equal_the_pure_ones() -> None:
     assert [type(t) for t in fast_tasks] == [ProfilingTask] * 3
     assert [gc.is_tracked(t) for t in fast_tasks[:2]] == [False, False]
     assert all(gc.is_tracked(t) for t in pure_tasks)
-    assert fast_tasks[1].name == "核函数" and fast_tasks[1]._asdict()["device"] == 1
+    assert fast_tasks[1].name == "核函数" and dataclasses.asdict(fast_tasks[1])["device"] == 1
     gc.collect()  # untracked records survive a full collection intact
     assert fast_tasks == pure_tasks
 
@@ -571,8 +572,18 @@ def test_refuses_record_types_that_could_form_cycles() -> None:
     )
     with pytest.raises(TypeError, match="__dict__"):
         _parser._parse_rows([], *args)
-    with pytest.raises(TypeError, match="tuple subclass"):
+    with pytest.raises(TypeError, match="tuple subclass or have 5 fields in __slots__"):
         _parser._parse_rows([], *args[:13], dict, 100, (), [], None)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class FourSlots:
+        a: object
+        b: object
+        c: object
+        d: object
+
+    with pytest.raises(TypeError, match="5 fields in __slots__"):
+        _parser._parse_rows([], *args[:13], FourSlots, 100, (), [], None)
     good: tuple[object, ...] = (b"a,b,c", 0, 5, 3, 3, -1, -1, 0, 1, 2, None, False, {}, ProfilingTask, 100)
     with pytest.raises(ValueError, match="start"):
         _parser._parse_rows([], b"a", *good[1:], (), [], None)

@@ -183,9 +183,9 @@ def record(
     kernel (or benchmark) in *into*."""
     config = request.config
     records = list(profiler.recorder.records)
-    last = profiler.last_result
-    if not records and last is not None:
-        records.append(last)  # store_result() / store_last_result() after a manual start/stop
+    if not records and profiler.results:
+        # store_result() / store_last_result() after a manual start/stop
+        records.append(profiler.last_result)
     skip = config.getoption("--aprof-skip")
     for index, record in enumerate(records):
         if isinstance(record, BenchResult):

@@ -35,7 +35,7 @@ def real_runs(real_toolkit: Toolkit, tmp_path_factory: pytest.TempPathFactory) -
 
     def export(name: str) -> Path:
         result_path, run_id = copies[name]
-        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
+        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
         return result_path / run_id
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:

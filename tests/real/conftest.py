@@ -63,7 +63,7 @@ def exported(
 
     def export(name: str) -> None:
         result_path, run_id = runs[name]
-        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
+        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         for future in [pool.submit(export, name) for name in runs]:

@@ -104,7 +104,7 @@ def test_a_failed_real_export_says_why(
 ) -> None:
     result_path, run_id = broken_run(tmp_path, breaks)
     with pytest.raises(ExportError) as info:
-        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
+        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
     check_error(info.value, real_toolkit, result_path / run_id, status, marker, text)
 
 
@@ -120,5 +120,7 @@ async def test_a_failed_real_async_export_says_why(
 ) -> None:
     result_path, run_id = broken_run(tmp_path, breaks)
     with pytest.raises(ExportError) as info:
-        await AsyncProfiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id)
+        await AsyncProfiler(result_path, toolkit=real_toolkit, export_timeout=300).export(
+            run_id, timeline=False
+        )
     check_error(info.value, real_toolkit, result_path / run_id, status, marker, text)

@@ -129,7 +129,9 @@ def exports(tmp_path_factory: pytest.TempPathFactory, real_toolkit: Toolkit) -> 
     runs = {case: collect(case, base / case_id(case), acl) for case in CASES + NO_PMU_CASES}
 
     def export(run: Path) -> None:
-        Profiler(run.parent, toolkit=real_toolkit, reader="msprof", export_timeout=300).export(run.name)
+        Profiler(run.parent, toolkit=real_toolkit, reader="msprof", export_timeout=300).export(
+            run.name, timeline=False
+        )
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
         for future in [pool.submit(export, run) for run in runs.values()]:

@@ -125,7 +125,7 @@ def test_sync_export_fault(simctl: SimControl, tmp_path: Path, fault: str) -> No
     check_error(info.value, fault, toolkit, run.run_dir)
     check_no_process_left(toolkit, run.run_dir)
     assert_nothing_left(simctl)
-    assert profiler.last_result is None and run.result is None
+    assert profiler.results == {} and run.result is None
     check_kept_and_retry_sync(run, profiler)
 
 
@@ -142,7 +142,7 @@ async def test_async_export_fault(simctl: SimControl, tmp_path: Path, fault: str
     check_error(info.value, fault, toolkit, run.run_dir)
     check_no_process_left(toolkit, run.run_dir)
     assert_nothing_left(simctl)
-    assert profiler.last_result is None and run.result is None
+    assert profiler.results == {} and run.result is None
     assert run.run_dir.is_dir() and run.run_id == run.run_dir.name
     retry = AsyncProfiler(toolkit=sim.toolkit())
     assert await retry.export(run.run_id) == run.run_dir

@@ -95,7 +95,7 @@ def test_sync_run_ids_that_leave_the_result_path_are_refused(
             profiler.store_result(run_id)
         with pytest.raises(UsageError):
             profiler.export(run_id)
-    assert profiler.last_result is None
+    assert profiler.results == {}
     assert [t.name for t in profiler.store_result(good).tasks] == ["inside"]
 
 
@@ -112,7 +112,7 @@ async def test_async_run_ids_that_leave_the_result_path_are_refused(
         with pytest.raises(UsageError):
             async for _ in profiler.iter_tasks(run_id):
                 pass
-    assert profiler.last_result is None
+    assert profiler.results == {}
     assert [t.name for t in (await profiler.store_result(good)).tasks] == ["inside"]
 
 
@@ -181,7 +181,7 @@ def test_an_export_folder_planted_as_a_symlink_during_the_run_is_refused(
         sim.launch("k")
         assert run.run_dir is not None
         (run.run_dir / "mindstudio_profiler_output").symlink_to(elsewhere)
-    assert profiler.last_result is None
+    assert profiler.results == {}
     assert_nothing_left(simctl)
 
 

@@ -57,7 +57,7 @@ def test_keyboard_interrupt_in_the_body_stops_the_collection(toolkit: Toolkit, s
         seen["configs"] = simctl.live_configs()
         seen["initialized"] = simctl.initialized()
     assert seen == {"same": True, "running": [], "configs": 0, "initialized": False}
-    assert profiler.last_result is None
+    assert profiler.results == {}
     assert_nothing_left(simctl)
     with profiler.profile(device_id=2) as run:
         sim.launch("after", device=2)

@@ -45,8 +45,11 @@ DRIVERS: Final = ("sync", "asyncio", "trio")
 class ScenarioProfiler(Protocol):
     """The profiler API scenarios use: :class:`AsyncProfiler`'s (the sync one is adapted to it)."""
 
-    last_result: ProfilingResult | None
     _windows: list[Window]
+    results: dict[str, ProfilingResult]
+
+    @property
+    def last_result(self) -> ProfilingResult: ...
 
     @property
     def result_path(self) -> Path: ...
@@ -104,7 +107,9 @@ class BlockingProfiler(Profiler):
         super().start(device_id, metrics, profile_types)
 
     async def stop(self) -> ProfileRun:  # type: ignore[override]
-        return super().stop()
+        run = super().stop()
+        assert run is not None, "stop() without start()"
+        return run
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:  # type: ignore[override]
         return super().export(run_id, timeline=timeline)

@@ -146,5 +146,5 @@ async def test_two_profilers_with_their_own_paths(driver: Driver, toolkit: Toolk
         sim.launch("ka2")
     assert ra.run_id and rb.run_id and ra2.run_id
     assert (tmp_path / "a" / ra.run_id).is_dir() and (tmp_path / "b" / rb.run_id).is_dir()
-    assert [t.name for t in b.last_result.tasks] == ["kb"]  # type: ignore[union-attr]
-    assert [t.name for t in a.last_result.tasks] == ["ka2"]  # type: ignore[union-attr]
+    assert [t.name for t in b.last_result.tasks] == ["kb"]
+    assert [t.name for t in a.last_result.tasks] == ["ka2"]

@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, NewType
+from typing import Any, Final, NewType
 
 from .._model._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType, metric_group
 from .._model._errors import AclError, InvalidArgumentError, UsageError, create_config_null_error
@@ -121,6 +121,30 @@ class MsprofInterface:
         self.toolkit = toolkit if toolkit is not None else discover_toolkit()
         self._lib = load_library(self.toolkit.library)
 
+    @property
+    def lib(self) -> ctypes.CDLL:
+        """The loaded ``libmsprofiler.so`` (upstream's attribute), its aclprof prototypes declared."""
+        return self._lib
+
+    def call(self, fn_name: str, *args: Any, ret_type: Any = None) -> Any:
+        """Call the library's function *fn_name* with *args* (upstream's way to any aclprof function).
+
+        Without *ret_type* the function returns an ``aclError``: non-zero raises :class:`AclError`
+        (a ``RuntimeError``, as upstream raises) and the call returns 0; with *ret_type* (a ctypes
+        type) its value is returned unchecked. The call goes through a fresh function pointer
+        with no declared argument types, as upstream's ``CDLL`` has none, so setting *ret_type*
+        never changes the prototypes the collector relies on.
+
+        :raises AttributeError: when the library has no such function
+        """
+        fn = self._lib[fn_name]
+        if ret_type is not None:
+            fn.restype = ret_type
+        result = fn(*args)
+        if ret_type is None:
+            self._check(fn_name, result)
+        return result
+
     @staticmethod
     def _check(function: str, code: int) -> None:
         if code != 0:
@@ -135,11 +159,12 @@ class MsprofInterface:
         self,
         device_ids: Iterable[int],
         metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
-        types: ProfileTypes = ProfileType.TASK_TIME,
+        types: ProfileTypes | None = ProfileType.TASK_TIME,
     ) -> ProfilerConfig:
         """``aclprofCreateConfig`` for any number of devices (no AI Core events).
 
-        :param types: a ``ProfileType``, an int, or an iterable of them (OR-ed, as upstream takes)
+        :param types: a ``ProfileType``, an int, or an iterable of them (OR-ed, as upstream takes);
+            None is no data type at all, as upstream's None is (CANN refuses it)
 
         :raises AclError: code 100000 when CANN returns NULL
         """
@@ -147,7 +172,7 @@ class MsprofInterface:
         if any(d < 0 or d >= 2**32 for d in ids):
             raise UsageError(f"device ids must be non-negative 32-bit integers: {ids}")
         array = (ctypes.c_uint32 * max(len(ids), 1))(*ids)
-        mask = combine_profile_types(types)
+        mask = 0 if types is None else combine_profile_types(types)
         handle = self._lib.aclprofCreateConfig(array, len(ids), metric_group(metric), None, mask)
         if not handle:
             raise create_config_null_error(ids)

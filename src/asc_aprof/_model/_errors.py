@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 
 from ._enums import CREATE_CONFIG_NULL_HINT, acl_error_info
@@ -80,8 +81,12 @@ class ToolkitNotFoundError(AprofError):
         super().__init__(message)
 
 
-class ExportError(AprofError):
+class ExportError(AprofError, subprocess.CalledProcessError):
     """``msprof.py export`` failed, hung, or produced no CSV.
+
+    Also a :class:`subprocess.CalledProcessError`, which upstream's ``export()`` raises, so
+    ``except CalledProcessError`` catches it: ``cmd`` is the argv as a list, ``stderr`` the output
+    tail (text, where upstream's holds the captured bytes), ``output`` None.
 
     The message shows msprof.py's last ``[ERROR]`` and ``[WARNING]`` lines first (the real
     msprof.py prints them to stdout, tracebacks to stderr), then the other last lines of its output.
@@ -104,10 +109,22 @@ class ExportError(AprofError):
         stderr_tail: str = "",
     ) -> None:
         self.command = tuple(command)
-        self.returncode = returncode
+        self.returncode = returncode  # type: ignore[assignment]  # None: it never ran, or hung
         self.output_tail = output_tail or stderr_tail
         self.diagnostics = diagnostics
-        super().__init__(_export_error_text(message, self.command, self.output_tail, diagnostics))
+        self._set_called_process_fields()
+        # RuntimeError's: CalledProcessError's __init__ takes (returncode, cmd), set just above
+        RuntimeError.__init__(self, _export_error_text(message, self.command, self.output_tail, diagnostics))
+
+    def _set_called_process_fields(self) -> None:
+        self.cmd = list(self.command)
+        self.output = None
+        self.stderr = self.output_tail
+
+    def __str__(self) -> str:
+        # CalledProcessError's own text ("Command ... returned non-zero exit status") would hide
+        # the diagnostics; this message has the command, the status and the output's tail.
+        return str(self.args[0]) if self.args else ""
 
     @property
     def stderr_tail(self) -> str:
@@ -143,8 +160,9 @@ def _rebuild_export_error(
 ) -> ExportError:
     err = ExportError.__new__(ExportError)
     Exception.__init__(err, text)
-    err.command, err.returncode = command, returncode
+    err.command, err.returncode = command, returncode  # type: ignore[assignment]
     err.output_tail, err.diagnostics = output_tail, diagnostics
+    err._set_called_process_fields()
     return err
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import difflib
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import InvalidArgumentError, NoSamplesError
 
@@ -49,12 +49,15 @@ CONTROL_TASK_TYPES: Final = frozenset(
 )
 
 
-class ProfilingTask(NamedTuple):
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProfilingTask:
     """One kernel / AI Core task from an exported CSV.
 
-    A frozen record with no per-instance dict (a named tuple: building one costs a fifth of a
-    frozen dataclass, which matters at a million rows). The spec's four positional fields come
-    first; ``device`` is an optional trailing field.
+    A frozen, slotted dataclass, as upstream's is a frozen dataclass: ``dataclasses.asdict``,
+    ``astuple``, ``replace`` and ``fields`` work on it. The spec's four positional fields come
+    first; ``device`` is an optional trailing field. The C readers build these without calling
+    ``__init__`` (each slot set through its descriptor, see ``_plans/_record_new.h``), and the
+    pure-Python readers through :func:`new_task`.
 
     :ivar id: the task id, or None where the CSV says ``N/A``
     :ivar name: kernel / operator name (``Op Name`` or ``kernel_name``)
@@ -71,6 +74,36 @@ class ProfilingTask(NamedTuple):
     device: int | None = None
 
 
+def _task_builder() -> Callable[[tuple[int | None, str, str, float, int | None]], ProfilingTask]:
+    # A frozen dataclass's __init__ goes through object.__setattr__ once per field by name; the
+    # slots' own descriptors do the same stores without the lookups (about half the time).
+    new = object.__new__
+    set_id, set_name, set_type, set_duration, set_device = (
+        getattr(ProfilingTask, f.name).__set__ for f in dataclasses.fields(ProfilingTask)
+    )
+
+    def build(fields: tuple[int | None, str, str, float, int | None]) -> ProfilingTask:
+        task: ProfilingTask = new(ProfilingTask)
+        set_id(task, fields[0])
+        set_name(task, fields[1])
+        set_type(task, fields[2])
+        set_duration(task, fields[3])
+        set_device(task, fields[4])
+        return task
+
+    return build
+
+
+#: ``ProfilingTask(*fields)`` for the pure-Python readers' hot loops: *fields* is
+#: ``(id, name, type, duration, device)``.
+new_task: Final = _task_builder()
+
+
+def task_with_type(task: ProfilingTask, type: str) -> ProfilingTask:
+    """*task* with another ``type`` (``dataclasses.replace`` without its per-call field walk)."""
+    return new_task((task.id, task.name, type, task.duration, task.device))
+
+
 RESULT_FORMAT: Final = "asc-aprof.result"
 #: Version 2 added ``counters``; version 1 files are still read (they have none).
 RESULT_VERSION: Final = 2
@@ -82,7 +115,9 @@ class ProfilingResult:
 
     :ivar tasks: the tasks, in file order (start order per device)
     :ivar run_id: the ``PROF_*`` directory name the tasks came from
-    :ivar stored_at: when the result was parsed (UTC, timezone-aware)
+    :ivar stored_at: when the result was parsed: a naive ``datetime`` in local time, as upstream's
+        ``datetime.now()`` (DECISIONS 8), so ``datetime.now() - result.stored_at`` works. Files
+        (``to_dict``, JSON reports) carry the instant in UTC; reading one gives local time again.
     :ivar counters: the tasks' PMU counters (:class:`~asc_aprof.TaskCounters`, aligned with
         ``tasks``) when they were asked for (``counters=True``), else None
     """
@@ -106,7 +141,7 @@ class ProfilingResult:
             "format": RESULT_FORMAT,
             "version": RESULT_VERSION,
             "run_id": self.run_id,
-            "stored_at": self.stored_at.isoformat(),
+            "stored_at": utc_text(self.stored_at),
             "tasks": [
                 {"id": t.id, "name": t.name, "type": t.type, "duration_us": t.duration, "device": t.device}
                 for t in self.tasks
@@ -139,7 +174,7 @@ class ProfilingResult:
                 )
                 for t in data["tasks"]
             )
-            stored_at = _dt.datetime.fromisoformat(data["stored_at"])
+            stored_at = local_time(_dt.datetime.fromisoformat(data["stored_at"]))
             raw = data.get("counters")
             counters = None if raw is None else TaskCounters.from_dict(raw, length=len(tasks))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -151,7 +186,17 @@ def make_result(
     tasks: Iterable[ProfilingTask], run_id: str, counters: TaskCounters | None = None
 ) -> ProfilingResult:
     """A result of *tasks* (and their *counters*) parsed now."""
-    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(_dt.timezone.utc), counters)
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(), counters)
+
+
+def utc_text(when: _dt.datetime) -> str:
+    """*when* as ISO-8601 in UTC; a naive value (``stored_at``) is local time."""
+    return when.astimezone(_dt.timezone.utc).isoformat()
+
+
+def local_time(when: _dt.datetime) -> _dt.datetime:
+    """*when* as ``stored_at`` holds it: naive local time (an aware value is converted)."""
+    return when if when.tzinfo is None else when.astimezone().replace(tzinfo=None)
 
 
 def numpy_round3(value: float) -> float:

@@ -52,7 +52,7 @@ from typing import Any, Final
 from .._cann._layout import is_run_dir, list_runs, no_runs_message
 from .._model._counters import TaskCounters
 from .._model._errors import UsageError
-from .._model._records import ProfilingResult
+from .._model._records import ProfilingResult, local_time, utc_text
 from .._model._toolkit import Toolkit
 from .._plans._columns import NO_ID, ColumnBatch, ColumnBuilder, TaskColumns, counter_bytes, group_rows, take
 from .._plans._raw import Reader
@@ -109,10 +109,10 @@ def _floats(data: bytes) -> list[float | None]:
 def run_entry(columns: TaskColumns, samples: bool) -> dict[str, Any]:
     """One run of a version-3 report (see the module doc)."""
     counters = columns.counters
-    stored = columns.stored_at or _dt.datetime.now(_dt.timezone.utc)
+    stored = columns.stored_at or _dt.datetime.now()
     entry: dict[str, Any] = {
         "run_id": columns.run_id or "",
-        "stored_at": stored.isoformat(),
+        "stored_at": utc_text(stored),
         "tasks": len(columns),
         "counters": None if counters is None else list(counters.columns),
         "samples": None,
@@ -168,7 +168,7 @@ def columns_of_entry(entry: Mapping[str, Any]) -> TaskColumns | None:
         dev_bytes, name_bytes, type_bytes = (array("i", [code]).tobytes() * n for code in codes)
         no_ids = array("q", [NO_ID]).tobytes() * n
         builder.add(ColumnBatch(durations.tobytes(), no_ids, dev_bytes, name_bytes, type_bytes, n, counters))
-    return builder.build(str(entry["run_id"]), _dt.datetime.fromisoformat(entry["stored_at"]))
+    return builder.build(str(entry["run_id"]), local_time(_dt.datetime.fromisoformat(entry["stored_at"])))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -41,7 +41,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import Any, Final, Generic, NamedTuple, TypeVar
 
 from .._model._counters import CounterBuilder, TaskCounters
-from .._model._records import ProfilingResult, ProfilingTask
+from .._model._records import ProfilingResult, ProfilingTask, new_task
 
 #: The id column's value for a task whose id is ``N/A`` (ids are int64; this one is refused).
 NO_ID: Final = -(2**63)
@@ -212,7 +212,7 @@ class TaskColumns:
     counters) are equal, whatever the codes.
 
     :ivar run_id: the ``PROF_*`` run the columns came from (None when built from tasks)
-    :ivar stored_at: when they were parsed (UTC), or None
+    :ivar stored_at: when they were parsed (naive local time, as ``ProfilingResult.stored_at``), or None
     """
 
     __slots__ = ("_cols", "_counters", "_length", "_tables", "run_id", "stored_at")
@@ -355,17 +355,15 @@ class TaskColumns:
     def iter_tasks(self) -> Iterator[ProfilingTask]:
         """The tasks one at a time, built as they are taken."""
         devices, names, types = self._tables
-        new = tuple.__new__
         columns = (self.ids(), self.name_codes(), self.type_codes(), self.durations(), self.device_codes())
         for task_id, name, ttype, duration, device in zip(*columns, strict=True):
-            yield new(
-                ProfilingTask,
-                (None if task_id == NO_ID else task_id, names[name], types[ttype], duration, devices[device]),
+            yield new_task(
+                (None if task_id == NO_ID else task_id, names[name], types[ttype], duration, devices[device])
             )
 
     def result(self) -> ProfilingResult:
         """These tasks as a :class:`ProfilingResult` (the tasks are built now)."""
-        stored = self.stored_at or _dt.datetime.now(_dt.timezone.utc)
+        stored = self.stored_at or _dt.datetime.now()
         return ProfilingResult(tuple(self.iter_tasks()), self.run_id or "", stored, self._counters)
 
     # -- comparison -------------------------------------------------------------------------

@@ -44,8 +44,8 @@ typedef struct {
 } Cache;
 
 typedef struct {
-    PyObject *out, *default_device, *skipped, *cls;
-    allocfunc alloc;
+    PyObject *out, *default_device, *skipped;
+    RecordKind kind; /* how ProfilingTask records are built (_record_new.h) */
     Py_ssize_t ncols, k, i_dev, i_id, i_name, i_type, i_dur;
     Py_ssize_t *ends; /* ends[f]: offset of the comma closing field f < k (or the line end) */
     Cache names, types;
@@ -724,7 +724,7 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
         return ROW_ERROR;
     }
     PyObject *items[5] = {id_obj, name, type, dur_obj, dev_obj};
-    PyObject *task = record_new((PyTypeObject *)c->cls, c->alloc, items, 5);
+    PyObject *task = record_kind_new(&c->kind, items);
     if (task == NULL) {
         return ROW_ERROR;
     }
@@ -745,30 +745,6 @@ parse_row(Ctx *c, const char *p, Py_ssize_t n)
     }
     c->rows++;
     return ROW_DONE;
-}
-
-/* The record type must be a tuple subclass without instance dict, else untracking is unsafe. */
-static int
-check_record_type(PyObject *cls)
-{
-    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
-        PyErr_SetString(PyExc_TypeError, "parse_rows: cls must be a tuple subclass");
-        return -1;
-    }
-    PyObject *offset = PyObject_GetAttrString(cls, "__dictoffset__");
-    if (offset == NULL) {
-        return -1;
-    }
-    Py_ssize_t dictoffset = PyLong_AsSsize_t(offset);
-    Py_DECREF(offset);
-    if (dictoffset == -1 && PyErr_Occurred()) {
-        return -1;
-    }
-    if (dictoffset != 0) {
-        PyErr_SetString(PyExc_TypeError, "parse_rows: cls must not have a __dict__ (use __slots__ = ())");
-        return -1;
-    }
-    return 0;
 }
 
 PyDoc_STRVAR(parse_rows_doc,
@@ -841,22 +817,11 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_ValueError, "parse_rows: column indexes must lie in [0, split_at)");
         return NULL;
     }
-    if (check_record_type(cls) < 0) {
-        return NULL;
-    }
     Ctx c;
     memset(&c, 0, sizeof c);
     c.out = out;
     c.default_device = default_device;
     c.skipped = skipped;
-    c.cls = cls;
-    c.alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)cls, Py_tp_alloc);
-    if (c.alloc == NULL) {
-        if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "parse_rows: cls has no tp_alloc");
-        }
-        return NULL;
-    }
     c.untrack = default_device == Py_None || PyLong_CheckExact(default_device);
     if (col_out != NULL) {
         c.columnar = 1;
@@ -909,6 +874,13 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
         }
         c.cidx[j] = index;
     }
+    /* Checked last, as the only step that holds references to release (record_kind_clear). */
+    if (record_kind_init(&c.kind, cls, 5, "parse_rows: cls") < 0) {
+        PyMem_Free(c.ends);
+        PyMem_Free(c.cidx);
+        PyMem_Free(c.rowv);
+        return NULL;
+    }
 
     Py_ssize_t lines = 0, pos = start;
     int fallback = 0, failed = 0;
@@ -960,6 +932,7 @@ parse_rows(PyObject *Py_UNUSED(module), PyObject *args)
     PyMem_Free(c.cbuf);
     cache_clear(&c.names);
     cache_clear(&c.types);
+    record_kind_clear(&c.kind);
     if (failed) {
         return NULL;
     }

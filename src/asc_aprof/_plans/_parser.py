@@ -47,13 +47,13 @@ number of data rows. After an error the parser is poisoned: every later call rai
 C accelerator
 -------------
 The pure-Python row loop (``_rows``) is the reference. On a 1,000,000-row op_summary it ran at
-3.4 µs/row, 3.5x polars' time, ~18 % of it in the cyclic GC: ``ProfilingTask`` is a NamedTuple
-subclass and CPython untracks only exact tuples, so every task stays tracked and each full
-collection walks every task parsed so far, which stalled the event loop ~150 ms near a million
-tasks (benchmarks/RESULTS.md, sections 1 and 3). The optional extension ``_cparser`` (built at
-install when a compiler is there; ``ACCELERATED`` says whether new parsers use it, and
-``ASC_APROF_PURE_PYTHON=1`` or ``TaskParser(accelerated=False)`` turns it off) runs the row
-loop on the undecoded complete-lines region of each feed.
+3.4 µs/row, 3.5x polars' time, ~18 % of it in the cyclic GC: ``ProfilingTask`` was a NamedTuple
+subclass (a slotted dataclass now) and CPython untracks only exact tuples, so every task stayed
+tracked and each full collection walks every task parsed so far, which stalled the event loop
+~150 ms near a million tasks (benchmarks/RESULTS.md, sections 1 and 3). The optional extension
+``_cparser`` (built at install when a compiler is there; ``ACCELERATED`` says whether new
+parsers use it, and ``ASC_APROF_PURE_PYTHON=1`` or ``TaskParser(accelerated=False)`` turns it
+off) runs the row loop on the undecoded complete-lines region of each feed.
 
 Its contract: results are identical to the pure path for every input -- tasks, ``skipped``,
 ``data_rows``, and errors with their file and line. C handles only the plain case (no ``"`` in
@@ -67,7 +67,8 @@ any run of lines through ``_lines`` is the reference by definition, and decoding
 equals decoding the chunk and splitting: ``\n`` is never part of a UTF-8 sequence and
 "replace" never swallows an ASCII byte.
 
-The C records are ``ProfilingTask`` instances taken out of the cyclic GC
+The C records are ``ProfilingTask`` instances (their slots set through the slots' descriptors,
+``_record_new.h``) taken out of the cyclic GC
 (``PyObject_GC_UnTrack``): they hold only str/int/float/None and have no ``__dict__``, so they
 can never be part of a cycle, and full collections no longer scale with the tasks parsed.
 Measured the same way: 0.48 µs/row (0.62x polars' time, GC share ~0), and one full collection
@@ -93,10 +94,8 @@ from typing import Final
 
 from .._model._counters import NAN, TaskCounters, counter_indexes
 from .._model._errors import ParseError
-from .._model._records import ProfilingTask
+from .._model._records import ProfilingTask, new_task
 from ._columns import ID_MAX, NO_ID, ColumnBatch, Tables
-
-_new_task = tuple.__new__
 
 
 def _load_accelerator() -> Callable[..., tuple[int, int, int, bool]] | None:
@@ -500,7 +499,6 @@ class TaskParser:
         skipped = self.skipped
         stretches = self._stretches
         rows = 0
-        cls = ProfilingTask
         i_keep = self._i_keep
         keep_append = self.kept.append
         i_counters = self._i_counters
@@ -583,7 +581,7 @@ class TaskParser:
                         device = _device(dev_text)
                 if i_counters:
                     row_counters = [_counter(parts[i], counter_names, j) for j, i in enumerate(i_counters)]
-                append(_new_task(cls, (task_id, parts[i_name], ttype, duration, device)))
+                append(new_task((task_id, parts[i_name], ttype, duration, device)))
                 if i_keep:
                     keep_append(tuple(None if i is None else parts[i] for i in i_keep))
                 if i_counters:

@@ -1,4 +1,5 @@
-/* Records (tuple subclasses such as NamedTuples) built by the C accelerators.
+/* Records built by the C accelerators: tuple subclasses (NamedTuples), and classes whose fields
+ * are slots, such as the frozen, slotted dataclass ProfilingTask (see RecordKind below).
  *
  * The fast way is the class's tp_alloc and PyTuple_SetItem. From CPython 3.14 on, a tuple keeps
  * its hash in the object, and only tuple's own constructors mark it "not computed yet"; an object
@@ -79,6 +80,121 @@ record_new(PyTypeObject *cls, allocfunc alloc, PyObject **items, Py_ssize_t n)
     PyObject *made = record_tuple_new(cls, args, NULL);
     Py_DECREF(args);
     return made;
+}
+
+/* How to build the records of one class, either kind:
+ * - a tuple subclass: record_new() above;
+ * - a class whose n fields are __slots__ (a frozen, slotted dataclass): the object from the
+ *   class's tp_alloc (all slots NULL), each field stored through its slot's member descriptor's
+ *   own setter (tp_descr_set), which is what object.__setattr__ ends in, without the attribute
+ *   lookup and without the class's __setattr__ (a frozen dataclass's refuses every write). Only
+ *   the limited API is used: no assumption about where a slot lies in the object.
+ * Neither kind may have a __dict__: the callers untrack records that hold only atomic values. */
+#define RECORD_MAX_FIELDS 8
+
+typedef struct {
+    PyTypeObject *cls; /* borrowed: the caller holds the class for as long as it builds */
+    allocfunc alloc;
+    Py_ssize_t n;
+    int slotted;
+    PyObject *descr[RECORD_MAX_FIELDS]; /* new references (slotted only) */
+    descrsetfunc set[RECORD_MAX_FIELDS];
+} RecordKind;
+
+static inline void
+record_kind_clear(RecordKind *kind)
+{
+    for (Py_ssize_t j = 0; j < RECORD_MAX_FIELDS; j++) {
+        Py_CLEAR(kind->descr[j]);
+    }
+}
+
+/* Fill *kind* for class *cls* with *n* fields; *what* names the argument in errors. */
+static inline int
+record_kind_init(RecordKind *kind, PyObject *cls, Py_ssize_t n, const char *what)
+{
+    memset(kind, 0, sizeof *kind);
+    if (!PyType_Check(cls) || n > RECORD_MAX_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "%s must be a record class", what);
+        return -1;
+    }
+    PyObject *offset = PyObject_GetAttrString(cls, "__dictoffset__");
+    if (offset == NULL) {
+        return -1;
+    }
+    Py_ssize_t dictoffset = PyLong_AsSsize_t(offset);
+    Py_DECREF(offset);
+    if (dictoffset == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (dictoffset != 0) {
+        PyErr_Format(PyExc_TypeError, "%s must not have a __dict__", what);
+        return -1;
+    }
+    kind->cls = (PyTypeObject *)cls;
+    kind->n = n;
+    kind->alloc = (allocfunc)PyType_GetSlot(kind->cls, Py_tp_alloc);
+    if (kind->alloc == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_Format(PyExc_TypeError, "%s has no tp_alloc", what);
+        }
+        return -1;
+    }
+    if (PyType_IsSubtype(kind->cls, &PyTuple_Type)) {
+        return 0;
+    }
+    kind->slotted = 1;
+    PyObject *names = PyObject_GetAttrString(cls, "__slots__");
+    if (names == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+    }
+    else if (names == NULL) {
+        return -1;
+    }
+    if (names == NULL || !PyTuple_Check(names) || PyTuple_Size(names) != n) {
+        Py_XDECREF(names);
+        PyErr_Format(PyExc_TypeError, "%s must be a tuple subclass or have %zd fields in __slots__", what, n);
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *descr = PyObject_GetAttr(cls, PyTuple_GetItem(names, j));
+        descrsetfunc set = descr == NULL ? NULL : (descrsetfunc)PyType_GetSlot(Py_TYPE(descr), Py_tp_descr_set);
+        if (set == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_Format(PyExc_TypeError, "%s: slot %zd has no setter", what, j);
+            }
+            Py_XDECREF(descr);
+            Py_DECREF(names);
+            record_kind_clear(kind);
+            return -1;
+        }
+        kind->descr[j] = descr;
+        kind->set[j] = set;
+    }
+    Py_DECREF(names);
+    return 0;
+}
+
+/* A record of *kind* holding the n new references *items*, which it steals (also on failure). */
+static inline PyObject *
+record_kind_new(RecordKind *kind, PyObject **items)
+{
+    if (!kind->slotted) {
+        return record_new(kind->cls, kind->alloc, items, kind->n);
+    }
+    PyObject *record = kind->alloc(kind->cls, 0);
+    int failed = record == NULL;
+    for (Py_ssize_t j = 0; j < kind->n; j++) {
+        if (!failed && kind->set[j](kind->descr[j], record, items[j]) < 0) {
+            failed = 1;
+        }
+        Py_DECREF(items[j]); /* the slot took its own reference */
+    }
+    if (failed) {
+        Py_XDECREF(record);
+        return NULL;
+    }
+    return record;
 }
 
 #endif /* ASC_APROF_RECORD_NEW_H */

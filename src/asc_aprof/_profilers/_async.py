@@ -365,8 +365,9 @@ class AsyncProfiler(ProfilerBase):
 
     async def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
         run = self.open_run_dir(run_dir)
-        self.last_result = await run.result(counters=counters)
-        return self.last_result
+        result = await run.result(counters=counters)
+        self._keep_result(result)
+        return result
 
     def open_run_dir(self, run_dir: Path) -> AsyncRun:
         return AsyncRun(run_dir, **self._reading())
@@ -619,7 +620,7 @@ class AsyncProfiler(ProfilerBase):
         async def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
-                async with self._collect(device, cleanup, metric, profile_types) as run:
+                async with self._collect(device, cleanup, metric, profile_types, keep=False) as run:
                     await repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
                 return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
@@ -636,10 +637,11 @@ class AsyncProfiler(ProfilerBase):
         metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
         counters: bool = False,
+        keep: bool = True,
     ) -> AsyncIterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types, counters=counters)
+            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep)
             await drive_async(call.enter())
             try:
                 yield call.run

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .._cann._binding import ProfileTypes, combine_profile_types
+from .._cann._binding import MsprofInterface, ProfilerConfig, ProfileTypes, combine_profile_types
 from .._cann._collector import (
     DEFAULT_CALL_TIMEOUT,
     REMOVED_BY_CLEANUP_CALL,
@@ -139,12 +139,64 @@ class ProfilerBase:
         self.progress = progress
         #: how runs without exported CSVs are read: ``auto`` (raw, else msprof.py), ``raw``, ``msprof``
         self.reader = Reader.of(reader)
-        #: the result of the last completed profile() / store_result() of this profiler
-        self.last_result: ProfilingResult | None = None
+        #: run id -> result of every completed profile() / store_result() of this profiler, in the
+        #: order they completed (upstream's ``results``). Only item stores and pops (atomic under
+        #: the GIL), by the thread or task that completed the call; no lock.
+        self.results: dict[str, ProfilingResult] = {}
         # Every window this profiler joined, recorded at join time: a caller that gives up before
         # the start returns still owns the run the collector then makes (cleanup() must find it).
         self._windows: list[Window] = []
         self._manual: Call | None = None  # the call of a manual start(), until stop()
+        self._msprof: MsprofInterface | None = None  # made on first use of .msprof
+
+    # -- results -----------------------------------------------------------------------------------
+    @property
+    def last_result(self) -> ProfilingResult:
+        """The result of the last completed ``profile()`` / ``store_result()`` of this profiler.
+
+        :raises UsageError: (a ``RuntimeError``, as upstream raises) when none was stored yet
+        """
+        for run_id in reversed(self.results):
+            return self.results[run_id]
+        raise UsageError(
+            "no result stored yet: last_result is set when a profile() block completes or "
+            "store_result() / store_last_result() runs (a block that raised stores none)"
+        )
+
+    def _keep_result(self, result: ProfilingResult) -> None:
+        # A run stored again moves to the end, so last_result is the last one stored.
+        self.results.pop(result.run_id, None)
+        self.results[result.run_id] = result
+
+    @property
+    def auto_remove(self) -> bool:
+        """Upstream's name for :attr:`owns_result_path`: True when no result path was given."""
+        return self.owns_result_path
+
+    @property
+    def started(self) -> bool:
+        """True between this profiler's ``start()`` and ``stop()``."""
+        return self._manual is not None
+
+    @property
+    def config(self) -> ProfilerConfig | None:
+        """The ``aclprofConfig`` handle of the collection this profiler's ``start()`` began, else None.
+
+        For reading only: the collector thread owns it (stop it with :meth:`stop`, never through
+        :attr:`msprof`).
+        """
+        call = self._manual
+        return None if call is None else call.window.config
+
+    @property
+    def msprof(self) -> MsprofInterface:
+        """A :class:`~asc_aprof.MsprofInterface` on this profiler's toolkit (upstream's attribute).
+
+        Its calls bypass the collector: use it only while no profiler in the process collects.
+        """
+        if self._msprof is None:
+            self._msprof = MsprofInterface(self.toolkit)
+        return self._msprof
 
     # -- configuration -----------------------------------------------------------------------------
     @property
@@ -189,10 +241,15 @@ class ProfilerBase:
         profile_types: ProfileTypes | None,
         *,
         counters: bool = False,
+        keep: bool = True,
     ) -> Call:
-        """Join the next window for this call; the protocol's phases drive the rest."""
+        """Join the next window for this call; the protocol's phases drive the rest.
+
+        :param keep: put the result into ``results`` (False for bench and tune windows, which
+            would otherwise pile up there)
+        """
         participant = self._join(device_id, metrics, profile_types)
-        return Call(self, participant, ProfileRun(participant.device), counters=counters)
+        return Call(self, participant, ProfileRun(participant.device), counters=counters, keep=keep)
 
     def _call_of(self, participant: Participant, *, counters: bool = False) -> Call:
         return Call(self, participant, ProfileRun(participant.device), counters=counters)

@@ -43,6 +43,7 @@ class PassThroughProfiler:
 
     def __init__(self) -> None:
         self.last_result: ProfilingResult | None = None
+        self.results: dict[str, ProfilingResult] = {}  # stays empty: nothing is collected
 
     @contextlib.contextmanager
     def profile(self, device_id: int | None = None, *args: Any, **kwargs: Any) -> Iterator[ProfileRun]:
@@ -101,6 +102,7 @@ class PassThroughAsyncProfiler:
 
     def __init__(self) -> None:
         self.last_result: ProfilingResult | None = None
+        self.results: dict[str, ProfilingResult] = {}  # stays empty: nothing is collected
 
     @contextlib.asynccontextmanager
     async def profile(

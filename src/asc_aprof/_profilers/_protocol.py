@@ -65,8 +65,9 @@ class CallOwner(Protocol):
     call_timeout: float | None
     export_timeout: float | None
     reader: Reader
-    last_result: ProfilingResult | None
     _manual: Call | None  # the call of a manual start(), until stop()
+
+    def _keep_result(self, result: ProfilingResult) -> None: ...
 
     def _emit(self, kind: EventKind, window: Window, seconds: float = 0.0, rows: int = 0) -> None: ...
 
@@ -111,16 +112,24 @@ class Call:
     one task or thread.
     """
 
-    __slots__ = ("counters", "participant", "profiler", "run")
+    __slots__ = ("counters", "keep", "participant", "profiler", "run")
 
     def __init__(
-        self, profiler: CallOwner, participant: Participant, run: ProfileRun, *, counters: bool = False
+        self,
+        profiler: CallOwner,
+        participant: Participant,
+        run: ProfileRun,
+        *,
+        counters: bool = False,
+        keep: bool = True,
     ) -> None:
         self.profiler = profiler
         self.participant = participant
         self.run = run
         #: whether this caller's result carries the PMU counters
         self.counters = counters
+        #: whether the result goes into the profiler's ``results`` (not a bench or tune window's)
+        self.keep = keep
 
     @property
     def window(self) -> Window:
@@ -186,7 +195,8 @@ class Call:
             why = REMOVED_BY_CLEANUP_CALL if window.shared.cleanup_requested else REMOVED_BY_CLEANUP_TRUE
             yield Remove(run_dir, window.key.result_path, why)
         self.run.run_dir, self.run.run_id, self.run.result = run_dir, result.run_id, result
-        self.profiler.last_result = result
+        if self.keep:
+            self.profiler._keep_result(result)
         if all(task.type in CONTROL_TASK_TYPES for task in result.tasks):
             _log_no_kernel(result, self.device)
         return result

@@ -26,7 +26,7 @@ from .._model._defaults import (
 )
 from .._model._enums import AicoreMetrics
 from .._model._errors import UsageError
-from .._model._records import ProfilingResult
+from .._model._records import ProfilingResult, ProfilingTask
 from .._plans._bench import (
     BenchConfig,
     BenchResult,
@@ -40,6 +40,7 @@ from .._plans._bench import (
     plan,
     with_grads,
 )
+from .._runs._csv import read_csv_tasks
 from .._runs._drive import drive
 from .._runs._run import Run
 from ._base import (
@@ -92,8 +93,10 @@ class Profiler(ProfilerBase):
         self._manual = call
         mark_manual_start(call)
 
-    def stop(self) -> ProfileRun:
+    def stop(self) -> ProfileRun | None:
         """Stop collecting; ``aclprofFinalize`` runs when no other collection is waiting.
+
+        With nothing started it returns None and does nothing, as upstream's does.
 
         :return: the run's :class:`ProfileRun` (``run_id``, ``run_dir``, ``device``; ``result`` is
             None: export and parse it with :meth:`export` and :meth:`store_result`). Upstream
@@ -102,15 +105,17 @@ class Profiler(ProfilerBase):
         """
         call, self._manual = self._manual, None
         if call is None:
-            raise UsageError("stop() called without start()")
+            return None
         return drive(call.stop())
 
-    def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:
-        """Run ``msprof.py export summary`` (and ``timeline`` if asked) on one run.
+    def export(self, run_id: str | None = None, *, timeline: bool = True) -> Path:
+        """Run ``msprof.py export summary`` and ``export timeline`` on one run, as upstream does.
 
         :param run_id: a ``PROF_*`` name in the result path; default: the newest run
+        :param timeline: False: the summary only (the CSVs; the timeline export takes as long again)
         :return: the run directory
-        :raises ExportError: on failure, timeout or when no CSV was written (raw data is kept)
+        :raises ExportError: on failure, timeout or when no CSV was written (raw data is kept); it
+            is also a :class:`subprocess.CalledProcessError`, as upstream's error is
         """
         run_dir = self._run_dir(run_id) if run_id is not None else self._last_run_dir()
         with exporting(run_dir):
@@ -144,8 +149,31 @@ class Profiler(ProfilerBase):
         return self._store(self._last_run_dir(), counters)
 
     def _store(self, run_dir: Path, counters: bool = False) -> ProfilingResult:
-        self.last_result = Run(run_dir, **self._reading()).result(counters=counters)
-        return self.last_result
+        result = Run(run_dir, **self._reading()).result(counters=counters)
+        self._keep_result(result)
+        return result
+
+    @classmethod
+    def populate_tasks(
+        cls,
+        filename: str | os.PathLike[str],
+        col_id: str,
+        col_name: str,
+        col_type: str,
+        col_duration: str,
+        tasks: list[ProfilingTask],
+    ) -> None:
+        """Append a task to *tasks* for every row of the CSV *filename* (upstream's helper).
+
+        The four column names say where the id, name, type and duration are (e.g. ``"Task ID"``,
+        ``"Op Name"``, ``"Task Type"``, ``"Task Duration(us)"`` in an op_summary). Every row is
+        one task, control rows included; ``device`` is None. The file is opened as every run file
+        is (regular files only, no link, size bound).
+
+        :raises ParseError: (a ``RuntimeError`` and a ``ValueError``) for a missing column or a
+            value that is not a number, naming the file and line
+        """
+        tasks.extend(read_csv_tasks(Path(os.fspath(filename)), (col_id, col_name, col_type, col_duration)))
 
     def open_run(self, run: str | os.PathLike[str] | None = None) -> Run:
         """A run of this profiler's result path (a run id; default the newest, as
@@ -356,7 +384,7 @@ class Profiler(ProfilerBase):
         def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
-                with self._collect(device, cleanup, metric, profile_types) as run:
+                with self._collect(device, cleanup, metric, profile_types, keep=False) as run:
                     repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
                 return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
@@ -377,10 +405,11 @@ class Profiler(ProfilerBase):
         metrics: AicoreMetrics | int | str,
         profile_types: ProfileTypes | None,
         counters: bool = False,
+        keep: bool = True,
     ) -> Iterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types, counters=counters)
+            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep)
             drive(call.enter())
             try:
                 yield call.run

@@ -992,7 +992,7 @@ def measure_sync(
                 raised = _body_sync((Part(step.index, step.calls, True),), configs, run, flush, device)
                 return None if raised is None else raised[1]
             try:
-                with profiler._collect(device, True, _metric(), None) as window:
+                with profiler._collect(device, True, _metric(), None, keep=False) as window:
                     raised = _body_sync(step.parts, configs, run, flush, device)
                 assert window.result is not None
                 return Collected(window.result.tasks, window.result.run_id, raised)
@@ -1097,7 +1097,7 @@ async def measure_async(
                 raised = await body((Part(step.index, step.calls, True),), device)
                 return None if raised is None else raised[1]
             try:
-                async with profiler._collect(device, True, _metric(), None) as window:
+                async with profiler._collect(device, True, _metric(), None, keep=False) as window:
                     raised = await body(step.parts, device)
                 assert window.result is not None
                 return Collected(window.result.tasks, window.result.run_id, raised)

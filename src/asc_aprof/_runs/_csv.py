@@ -43,9 +43,11 @@ nothing), but it is said: a warning on the ``asc_aprof`` logger names the file a
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime
 import decimal
 import enum
+import io
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -55,11 +57,12 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from .._cann._files import Bound, open_in_run
 from .._cann._layout import CsvFile, find_summary_csvs, task_time_beside
 from .._model._counters import CounterBuilder, TaskCounters
-from .._model._errors import UsageError
+from .._model._errors import ParseError, UsageError
 from .._model._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
-from .._model._records import ProfilingTask
+from .._model._records import ProfilingTask, new_task, task_with_type
 from .._plans._columns import ColumnBatch, ColumnBuilder, Tables, TaskColumns
 from .._plans._parser import TaskParser
 from .._plans._raw import RawResult
@@ -379,7 +382,7 @@ class RunReader:
             if task.type == UNKNOWN_TYPE:
                 found = types.get(key) if key is not None else None
                 if found is not None and found != UNKNOWN_TYPE:
-                    task = task._replace(type=found)
+                    task = task_with_type(task, found)
                     self.joined += 1
                 else:
                     self.unjoined += 1
@@ -608,3 +611,55 @@ def gather(batches: Iterable[TaskBatch], *, counters: bool) -> dict[int | None, 
     for batch in batches:
         split.add(batch)
     return split.per_device()
+
+
+def read_csv_tasks(path: Path, columns: tuple[str, str, str, str]) -> list[ProfilingTask]:
+    """Every row of the CSV *path* as a task, its id, name, type and duration taken from the
+    columns named *columns* (upstream's ``Profiler.populate_tasks``; ``device`` is None).
+
+    Opened as every run file is (``_cann/_files``: a regular file, no link, the CSV bound), with
+    the folder holding it as the run.
+
+    :raises ParseError: a column missing from the header, a row too short, an id that is not an
+        integer or a duration that is not a number (file and line)
+    """
+    source = str(path)
+    with open_in_run(path.parent, path, Bound.CSV) as raw:
+        rows = csv.reader(io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline=""))
+        header = next(rows, None)
+        if header is None:
+            raise ParseError("the file is empty, so it has no header row naming the columns", source=source)
+        missing = [name for name in columns if name not in header]
+        if missing:
+            raise ParseError(
+                f"no column {', '.join(map(repr, missing))} in the header; it has {', '.join(header)}",
+                source=source,
+                line=rows.line_num,
+            )
+        at = [header.index(name) for name in columns]
+        last = max(at)
+        out: list[ProfilingTask] = []
+        for row in rows:
+            if not row:
+                continue  # a blank line is no row (csv.DictReader skips it too)
+            if len(row) <= last:
+                raise ParseError(
+                    f"the row has {len(row)} fields; column {header[last]!r} is field {last + 1}",
+                    source=source,
+                    line=rows.line_num,
+                )
+            cell_id, name, ttype, cell_duration = (row[i] for i in at)
+            try:
+                task_id = int(cell_id)
+            except ValueError:
+                raise ParseError(
+                    f"{columns[0]!r} is {cell_id!r}, not an integer", source=source, line=rows.line_num
+                ) from None
+            try:
+                duration = float(cell_duration)
+            except ValueError:
+                raise ParseError(
+                    f"{columns[3]!r} is {cell_duration!r}, not a number", source=source, line=rows.line_num
+                ) from None
+            out.append(new_task((task_id, name, ttype, duration, None)))
+        return out

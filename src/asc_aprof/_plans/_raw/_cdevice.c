@@ -1613,10 +1613,6 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O|nn:public_tasks", &PyTuple_Type, &tasks, &cls, &start, &stop)) {
         return NULL;
     }
-    allocfunc alloc = record_alloc(cls, "public_tasks: cls");
-    if (alloc == NULL) {
-        return NULL;
-    }
     Py_ssize_t size = PyTuple_Size(tasks);
     if (PyTuple_Size(args) < 4) {
         stop = size;
@@ -1625,9 +1621,14 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_ValueError, "public_tasks: needs 0 <= start <= stop <= len(tasks)");
         return NULL;
     }
+    RecordKind kind; /* ProfilingTask: a frozen, slotted dataclass (_record_new.h) */
+    if (record_kind_init(&kind, cls, 5, "public_tasks: cls") < 0) {
+        return NULL;
+    }
     Py_ssize_t n = stop - start;
     PyObject *out = PyList_New(n);
     if (out == NULL) {
+        record_kind_clear(&kind);
         return NULL;
     }
     static const Py_ssize_t FIELDS[5] = {2, 4, 5, 7, 0};
@@ -1637,19 +1638,26 @@ public_tasks(PyObject *Py_UNUSED(module), PyObject *args)
         if (!PyTuple_Check(raw) || PyTuple_Size(raw) < 8) {
             PyErr_SetString(PyExc_TypeError, "public_tasks: tasks must be RawTask records");
             Py_DECREF(out);
+            record_kind_clear(&kind);
             return NULL;
         }
         PyObject *items[5];
         for (int j = 0; j < 5; j++) {
             items[j] = new_ref(PyTuple_GetItem(raw, FIELDS[j]));
         }
-        PyObject *record = make_record(cls, alloc, items, 5);
+        int untrack = atomic_items(items, 5);
+        PyObject *record = record_kind_new(&kind, items);
         if (record == NULL) {
             Py_DECREF(out);
+            record_kind_clear(&kind);
             return NULL;
+        }
+        if (untrack) {
+            PyObject_GC_UnTrack(record);
         }
         PyList_SetItem(out, i, record);
     }
+    record_kind_clear(&kind);
     return out;
 }
 
@@ -1699,15 +1707,17 @@ empty(PyObject *Py_UNUSED(module), PyObject *obj)
 }
 
 /* Whether the cyclic GC may ever need to look at item: 0 for objects it does not handle and
- * for untracked tuples (records included: nothing tracks a tuple again once it is untracked),
- * as the collector itself decides for a tuple's items (_PyObject_GC_MAY_BE_TRACKED). */
+ * for untracked tuples and untracked slotted records such as ProfilingTask (nothing tracks
+ * either again once it is untracked), as the collector itself decides for a tuple's items
+ * (_PyObject_GC_MAY_BE_TRACKED). A dict is the exception: CPython tracks an untracked dict
+ * again when a tracked value goes in. */
 static int
 may_be_tracked(PyObject *item)
 {
     if (!(PyType_GetFlags(Py_TYPE(item)) & Py_TPFLAGS_HAVE_GC)) {
         return 0;
     }
-    return !PyTuple_Check(item) || PyObject_GC_IsTracked(item);
+    return PyDict_Check(item) || PyObject_GC_IsTracked(item);
 }
 
 PyDoc_STRVAR(tuple_of_doc,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 import operator
-from itertools import repeat
 from typing import Final, NamedTuple
 
 from ..._model._counters import TaskCounters
 from ..._model._errors import AprofError, InvalidArgumentError
-from ..._model._records import ProfilingTask
+from ..._model._records import ProfilingTask, new_task
 from ._accel import active as _accelerated
 
 
@@ -184,7 +183,7 @@ class RawResult:
             return found
         picked = tasks if (lo, hi) == (0, len(tasks)) else tasks[lo:hi]
         # RawTask.task() of each, built without a Python frame: (task_id, name, type, duration, device)
-        return list(map(tuple.__new__, repeat(ProfilingTask), map(_PUBLIC_FIELDS, picked)))
+        return list(map(new_task, map(_PUBLIC_FIELDS, picked)))
 
     def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
         """Per device (in order of appearance): its tasks and, when read, their counters.
