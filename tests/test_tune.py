@@ -315,3 +315,36 @@ def test_retune_measures_again_and_the_key_holds_every_field(
     assert set(cache_key("r", [0, 1], "c", "v")) == {"key", "candidates", "chip", "cann", "asc_aprof"}
     assert default_cache_dir({"XDG_CACHE_HOME": "/x"}) == Path("/x/asc-aprof/tune")
     assert default_cache_dir({"ASC_APROF_TUNE_CACHE": "/y", "XDG_CACHE_HOME": "/x"}) == Path("/y")
+
+
+# -- the chip/CANN probe (first hour) ---------------------------------------------------------------------
+def test_a_cached_tune_neither_collects_nor_warns_and_its_table_says_cache(
+    toolkit: Toolkit, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asc_aprof._profilers import _tune
+
+    profiler = Profiler(toolkit=toolkit)
+    first = profiler.tune(range(4), launch_config, key=("probe", 1), cache_dir=tmp_path, seed=1)
+    assert not first.cached and not first.table().startswith("from the tune cache")
+    windows: list[bool] = []
+    real_collect = Profiler._collect
+
+    def counting(self: Profiler, *args: object, **kwargs: object) -> object:
+        windows.append(True)
+        return real_collect(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Profiler, "_collect", counting)
+    with caplog.at_level("WARNING", logger="asc_aprof"):
+        again = profiler.tune(range(4), launch_config, key=("probe", 1), cache_dir=tmp_path)
+    assert again.cached and windows == []  # the simulated library says its chip and CANN itself
+    assert again.table().startswith("from the tune cache (nothing measured this call; retune=True")
+    assert not [r for r in caplog.records if "recorded no kernel" in r.getMessage()]
+    # A library that cannot say (CANN's own): one empty window per device and process, and no warning.
+    monkeypatch.setattr(_tune, "_probed", {})
+    monkeypatch.setattr(type(profiler.msprof), "simulated_platform", lambda self: None)
+    with caplog.at_level("WARNING", logger="asc_aprof"):
+        for _ in range(3):
+            assert profiler.tune(range(4), launch_config, key=("probe", 1), cache_dir=tmp_path).cached
+    assert len(windows) == 1
+    assert not [r for r in caplog.records if "recorded no kernel" in r.getMessage()]
+    assert profiler.results == {}  # the probe's window is not a result of the user's

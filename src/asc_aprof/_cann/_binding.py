@@ -145,6 +145,17 @@ class MsprofInterface:
             self._check(fn_name, result)
         return result
 
+    def simulated_platform(self) -> tuple[str, str] | None:
+        """(chip, CANN version) the simulated toolkit's library behaves as, asked without a
+        collection; None for CANN's own library (which cannot say without one)."""
+        try:
+            get_chip, get_cann = self._lib["aprofsim_get_chip"], self._lib["aprofsim_get_cann"]
+        except AttributeError:
+            return None
+        get_chip.restype, get_cann.restype = ctypes.c_char_p, ctypes.c_int  # (fresh pointers)
+        chip, code = get_chip(), int(get_cann())
+        return (chip or b"").decode(errors="replace"), f"{code // 10}.{code % 10}"
+
     @staticmethod
     def _check(function: str, code: int) -> None:
         if code != 0:

@@ -197,7 +197,8 @@ class Call:
         self.run.run_dir, self.run.run_id, self.run.result = run_dir, result.run_id, result
         if self.keep:
             self.profiler._keep_result(result)
-        if all(task.type in CONTROL_TASK_TYPES for task in result.tasks):
+        if self.keep and all(task.type in CONTROL_TASK_TYPES for task in result.tasks):
+            # (bench and tune windows say what went wrong their own way; tune's probe is empty by design)
             _log_no_kernel(result, self.device)
         return result
 

@@ -104,6 +104,7 @@ import os
 import random
 import re
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Collection, Generator, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -231,7 +232,10 @@ class TuneResult(Generic[ConfigT]):
             status = c.status.value + (f": {c.error}" if c.error else "")
             rows.append((str(c.index), _short(c.config), status, median, interval, str(c.count)))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+        text = "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+        if self.cached:
+            text = "from the tune cache (nothing measured this call; retune=True measures again)\n" + text
+        return text
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -935,14 +939,39 @@ def _metric() -> AicoreMetrics:
     return AicoreMetrics.PIPE_UTILIZATION
 
 
+#: (chip, CANN version) per (toolkit library, device), probed once per process: on real CANN
+#: a probe is a whole collection window, which a cached tune() should not pay for every call.
+_probed: dict[tuple[str, int], tuple[str, str]] = {}  # guarded by _probed_lock
+_probed_lock = threading.Lock()
+
+
+def probed(profiler: Any, device: int) -> tuple[str, str] | None:
+    """What the simulated toolkit says it is, or what an earlier probe of *device* with this
+    profiler's toolkit found, if any."""
+    simulated = profiler.msprof.simulated_platform()
+    if simulated is not None:
+        return simulated  # type: ignore[no-any-return]
+    with _probed_lock:
+        return _probed.get((str(profiler.toolkit.library), device))
+
+
+def _remember(profiler: Any, device: int, found: tuple[str, str]) -> tuple[str, str]:
+    with _probed_lock:
+        _probed[(str(profiler.toolkit.library), device)] = found
+    return found
+
+
 def probe_sync(profiler: Any, device: int) -> tuple[str, str]:
-    """(chip, CANN version) from one empty window on *device* (its raw run removed when ours)."""
-    with profiler.profile(device, cleanup=False) as probe:
+    """(chip, CANN version) of *device*: from an earlier probe in this process, else from one
+    empty window (not kept in ``results``, no warning; its raw run removed when ours)."""
+    if (found := probed(profiler, device)) is not None:
+        return found
+    with profiler._collect(device, False, _metric(), None, keep=False) as probe:
         pass
     run_dir = profiler._run_dir(probe.result.run_id)
     found = platform_of(read_info(run_dir), profiler.toolkit.library)
     _drop_probe(profiler, run_dir)
-    return found
+    return _remember(profiler, device, found)
 
 
 def _drop_probe(profiler: Any, run_dir: Path) -> None:
@@ -1046,12 +1075,14 @@ def tune(
 
 
 async def _probe_async(profiler: Any, device: int) -> tuple[str, str]:
-    async with profiler.profile(device, cleanup=False) as probe:
+    if (found := probed(profiler, device)) is not None:
+        return found
+    async with profiler._collect(device, False, _metric(), None, keep=False) as probe:
         pass
     run_dir = profiler._run_dir(probe.result.run_id)
     info = await anyio.to_thread.run_sync(read_info, run_dir)
     await anyio.to_thread.run_sync(_drop_probe, profiler, run_dir)
-    return platform_of(info, profiler.toolkit.library)
+    return _remember(profiler, device, platform_of(info, profiler.toolkit.library))
 
 
 async def measure_async(
