@@ -22,6 +22,7 @@ from asc_aprof import (
     Toolkit,
     sim,
 )
+from asc_aprof._model._warmup import is_warming_up, warming_up
 from asc_aprof._plans._bench import attribute
 from asc_aprof.sim import SimControl
 
@@ -420,3 +421,43 @@ async def test_bench_inside_a_sweep(toolkit: Toolkit) -> None:
             )
     assert got == {case: (10.0 + case, True, ("wipe",)) for case in range(6)}
     assert set(flushed) <= {0, 1, 2} and len(flushed) >= 6 * 8
+
+
+# -- warm-up calls beside another device's window (first hour) ---------------------------------------
+def test_bench_marks_its_warm_up_calls_and_only_them(toolkit: Toolkit) -> None:
+    seen: list[bool] = []
+
+    def kernel() -> None:
+        seen.append(is_warming_up())
+        sim.launch("k")
+
+    Profiler(toolkit=toolkit).bench(kernel, warmup=3, reps=4, min_reps=4, max_reps=4)
+    assert seen[:3] == [True, True, True]
+    assert seen[3:] and not any(seen[3:])  # the measured calls are not warm-ups
+    assert not is_warming_up()
+
+
+async def test_async_bench_marks_its_warm_up_calls(toolkit: Toolkit) -> None:
+    seen: list[bool] = []
+
+    def kernel() -> None:
+        seen.append(is_warming_up())
+        sim.launch("k")
+
+    await AsyncProfiler(toolkit=toolkit).bench(kernel, warmup=2, reps=3, min_reps=3, max_reps=3)
+    assert seen[:2] == [True, True] and seen[2:] and not any(seen[2:])
+
+
+def test_a_warm_up_launch_beside_another_devices_window_is_not_warned(
+    toolkit: Toolkit, simctl: SimControl, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from asc_aprof import sim as sim_module
+
+    simctl.set_device_count(2)
+    monkeypatch.setattr(sim_module, "_warned_unprofiled", False)
+    with caplog.at_level("WARNING", logger="asc_aprof"), Profiler(toolkit=toolkit).profile(0):
+        with warming_up():
+            sim.launch("warm", device=1)  # another device's bench warming up: expected
+        assert not [r for r in caplog.records if "is not being profiled" in r.getMessage()]
+        sim.launch("stray", device=1)  # not a warm-up: a wrong device id, said
+    assert [r for r in caplog.records if "is not being profiled" in r.getMessage()]

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final, NewType
 
-from .._model._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType, metric_group
+from .._model._enums import MAX_PATH_BYTES, AicoreMetrics, ProfileType
 from .._model._errors import AclError, InvalidArgumentError, UsageError, create_config_null_error
+from .._model._metric_group import metric_group
 from .._model._toolkit import Toolkit
 from ._discovery import discover_toolkit
 

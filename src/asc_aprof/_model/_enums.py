@@ -49,29 +49,6 @@ METRIC_SPELLINGS: Final = (
 )
 
 
-def metric_group(value: AicoreMetrics | int | str) -> int:
-    """The ``aclprofAicoreMetrics`` number of *value* (a member, a number, or a group's name).
-
-    :raises InvalidArgumentError: an unknown name, listing the valid ones
-    """
-    if isinstance(value, str):
-        try:
-            return int(AicoreMetrics(value))  # type: ignore[arg-type]  # str goes to _missing_
-        except ValueError:
-            from ._errors import InvalidArgumentError
-
-            raise InvalidArgumentError(
-                f"metrics={value!r} is not a metric group; give one of: {METRIC_SPELLINGS}"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        from ._errors import InvalidArgumentError
-
-        raise InvalidArgumentError(
-            f"metrics={value!r} is not a metric group; give one of: {METRIC_SPELLINGS}"
-        )
-    return int(value)
-
-
 class ProfileType(enum.IntFlag):
     """``ACL_PROF_*`` bits of ``dataTypeConfig``; combine with ``|``."""
 

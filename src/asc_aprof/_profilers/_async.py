@@ -52,6 +52,7 @@ from .._model._defaults import (
 from .._model._enums import AicoreMetrics
 from .._model._errors import UsageError
 from .._model._records import ProfilingResult, ProfilingTask
+from .._model._warmup import warming_up
 from .._plans._bench import (
     BenchConfig,
     BenchResult,
@@ -624,7 +625,8 @@ class AsyncProfiler(ProfilerBase):
                     await repeat(step.reps, step.flush, step.call)
                 assert run.result is not None
                 return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
-            calls = await repeat(step.calls, True, True, step.seconds)
+            with warming_up():
+                calls = await repeat(step.calls, True, True, step.seconds)
             return (calls, time.monotonic() - began)
 
         return await drive_async(steps, perform=perform)

@@ -35,8 +35,9 @@ from .._cann._discovery import discover_toolkit
 from .._cann._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from .._cann._layout import list_runs, no_runs_message, resolve_run
 from .._cann._paths import default_result_root
-from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, metric_group
+from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
 from .._model._errors import UsageError
+from .._model._metric_group import metric_group
 from .._model._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from .._model._records import ProfilingResult
 from .._model._toolkit import Toolkit

@@ -27,6 +27,7 @@ from .._model._defaults import (
 from .._model._enums import AicoreMetrics
 from .._model._errors import UsageError
 from .._model._records import ProfilingResult, ProfilingTask
+from .._model._warmup import warming_up
 from .._plans._bench import (
     BenchConfig,
     BenchResult,
@@ -390,9 +391,10 @@ class Profiler(ProfilerBase):
                 return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
             calls = 0
             seconds = step.seconds
-            while calls < step.calls or (seconds is not None and time.monotonic() - began < seconds):
-                repeat(1, True)
-                calls += 1
+            with warming_up():
+                while calls < step.calls or (seconds is not None and time.monotonic() - began < seconds):
+                    repeat(1, True)
+                    calls += 1
             return (calls, time.monotonic() - began)
 
         return drive(steps, perform)

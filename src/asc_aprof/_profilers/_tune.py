@@ -117,6 +117,7 @@ from .._model._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED
 from .._model._enums import AicoreMetrics
 from .._model._errors import AprofError, InvalidArgumentError
 from .._model._records import ProfilingTask
+from .._model._warmup import warming_up
 from .._plans._bench import (
     DEFAULT_BENCH_TYPES,
     AttributionError,
@@ -1018,7 +1019,8 @@ def measure_sync(
     def run_plan(device: int, share: Sequence[Request]) -> dict[int, Outcome]:
         def perform(step: Warm | Any) -> Any:
             if isinstance(step, Warm):
-                raised = _body_sync((Part(step.index, step.calls, True),), configs, run, flush, device)
+                with warming_up():
+                    raised = _body_sync((Part(step.index, step.calls, True),), configs, run, flush, device)
                 return None if raised is None else raised[1]
             try:
                 with profiler._collect(device, True, _metric(), None, keep=False) as window:
@@ -1125,7 +1127,8 @@ async def measure_async(
     async def run_plan(device: int, share: Sequence[Request]) -> None:
         async def perform(step: Warm | Any) -> Any:
             if isinstance(step, Warm):
-                raised = await body((Part(step.index, step.calls, True),), device)
+                with warming_up():
+                    raised = await body((Part(step.index, step.calls, True),), device)
                 return None if raised is None else raised[1]
             try:
                 async with profiler._collect(device, True, _metric(), None, keep=False) as window:

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Final
 
 from .._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT, Toolkit
+from .._model._warmup import is_warming_up
 from . import _pmu
 from ._build import SimulatorBuildError, ensure_built
 
@@ -532,7 +533,7 @@ class SimControl:
         # Launching while nothing is profiled is just running a kernel (warm-up, a correctness
         # test): silent. Launching on another device than the ones profiled may be a wrong device
         # id, or another device's warm-up while these collect: said once, on the logger.
-        if running:
+        if running and not is_warming_up():
             _log_unprofiled(
                 f"sim.launch({name!r}, device={device}): device {device} is not being profiled "
                 f"(profiled now: {', '.join(map(str, running))}), so its {count} kernel(s) were not "
