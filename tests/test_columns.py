@@ -39,6 +39,7 @@ from asc_aprof._plans import _columns, _parser
 from asc_aprof._plans._columns import NO_ID, ColumnBuilder
 from asc_aprof._plans._parser import DEFAULT_MAX_LINE_LENGTH
 
+from .extras import require
 from .reliability.test_parser_fuzz import Doc, docs, fuzz_settings, splits
 from .test_parser import NEW_HEADER, new_row
 from .test_parser_accel import counter_docs, tricky_docs
@@ -370,7 +371,7 @@ def test_equality_ignores_how_values_were_coded() -> None:
 
 
 def test_numpy_wraps_the_columns_without_a_copy() -> None:
-    np = pytest.importorskip("numpy")
+    np = require("numpy")
     columns = TaskColumns(make_tasks(random.Random(3), 100))
     durations = np.frombuffer(columns.durations(), dtype=np.float64)
     assert durations.tolist() == list(columns.durations())
@@ -379,10 +380,10 @@ def test_numpy_wraps_the_columns_without_a_copy() -> None:
 
 
 def test_pyarrow_polars_and_pandas_take_the_columns_zero_copy() -> None:
-    pa = pytest.importorskip("pyarrow")
-    pl = pytest.importorskip("polars")
-    pd = pytest.importorskip("pandas")
-    np = pytest.importorskip("numpy")
+    pa = require("pyarrow")
+    pl = require("polars")
+    pd = require("pandas")
+    np = require("numpy")
     tasks = make_tasks(random.Random(4), 500)
     columns = TaskColumns(tasks)
     buffers = columns.buffers()

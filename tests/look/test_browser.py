@@ -14,8 +14,11 @@ import pytest
 
 from asc_aprof import SweepItem, Timeline, Toolkit, sweep_timelines, write_report
 
+from ..extras import require
 from .browser_support import assert_renders, open_report
 from .test_trace import four_device_sweep
+
+require("plotly")  # the report is drawn with it
 
 
 @pytest.fixture

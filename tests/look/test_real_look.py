@@ -16,11 +16,14 @@ from asc_aprof import Profiler, Toolkit, read_timeline, write_report, write_trac
 from asc_aprof._cann._layout import find_summary_csvs
 from asc_aprof._runs._csv import iter_file_tasks
 
+from ..extras import require
 from ..real.conftest import copy_run
 from ..reference import needs_real_runs
 from . import trace_format
 from .browser_support import assert_renders, open_report
 from .test_timeline import csv_starts
+
+require("plotly")  # the report is drawn with it
 
 pytestmark = needs_real_runs
 

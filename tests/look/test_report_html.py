@@ -33,7 +33,10 @@ from asc_aprof._outputs._report_model import median_interval, thin
 from asc_aprof._outputs._report_write import model_of
 from asc_aprof.cli import main as cli_main
 
+from ..extras import require
 from .test_trace import four_device_sweep
+
+require("plotly")  # the report is drawn with it
 
 pytest_plugins = ["pytester"]
 
@@ -207,7 +210,8 @@ def test_import_does_not_load_plotly() -> None:
 def test_missing_plotly_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "plotly", None)
     monkeypatch.setitem(sys.modules, "plotly.graph_objects", None)
-    with pytest.raises(UsageError, match=r"pip install 'asc-aprof\[report\]'"):
+    # from this checkout: its own extra, by path (pip install 'asc-aprof[report]' from an index)
+    with pytest.raises(UsageError, match=r"pip install -e '.*\[report\]' \(or pip install plotly\)"):
         write_report([result([1.0])], tmp_path / "r.html")
     assert not (tmp_path / "r.html").exists()
 
