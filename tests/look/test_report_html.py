@@ -339,3 +339,26 @@ def test_report_shows_the_bound_verdict_by_default(toolkit: Toolkit, tmp_path: P
     text = write_report([run.result], tmp_path / "r.html").read_text(encoding="utf-8")
     assert "mte2-bound" in text and "No start times in these inputs" in text
     assert model_of([run.result], verdict=None).kernels[0].verdict is None  # None: no verdict shown
+
+
+async def test_a_sweeps_kernels_are_per_case_not_pooled(toolkit: Toolkit, tmp_path: Path) -> None:
+    root = tmp_path / "sweep"
+    items = await four_device_sweep(toolkit, root, cases=4)
+    timelines = sweep_timelines(items, root)
+    model = model_of(timelines)
+    assert all(k.case is not None for k in model.kernels)
+    for name in {k.name for k in model.kernels}:
+        per_case = [k for k in model.kernels if k.name == name]
+        # one view per (case, device): each median belongs to one case
+        assert len(per_case) == len({(k.case, k.device) for k in per_case}) == len({k.case for k in per_case})
+        charted = {(c.case, c.device): c.median.median for c in model.cases if c.name == name}
+        assert {(k.case, k.device): k.median.median for k in per_case} == charted
+
+    def same_reason(counters: object, median_us: float) -> str:
+        return "not bound: no pipe rule fired"
+
+    text = write_report(timelines, tmp_path / "r.html", verdict=same_reason).read_text(encoding="utf-8")
+    kernels = text.split('<section id="kernels">', 1)[1].split("</section>", 1)[0]
+    assert '<th class="">case</th>' in kernels and '<th class="">input</th>' not in kernels  # no label given
+    assert text.count("no pipe rule fired") == 1  # said once, not once per kernel
+    assert "Every verdict below: no pipe rule fired." in text

@@ -76,7 +76,7 @@ h3 { font-size: 15px; margin: 14px 0 6px 0; }
 table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0; }
 th, td { border-bottom: 1px solid #e4e8ee; padding: 3px 9px; text-align: left; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: 10px; }
+.grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(600px, 1fr)); gap: 10px; }
 .aprof-chart { min-height: 260px; }
 .verdict { font-weight: 600; }
 .REGRESSION { color: #b42318; font-weight: 700; }
@@ -117,8 +117,12 @@ def _device(device: int | None) -> str:
     return "host" if device is None else str(device)
 
 
-def _where(group: str | None, device: int | None) -> str:
-    return (f"{group} · " if group else "") + ("host" if device is None else f"device {device}")
+def _where(group: str | None, device: int | None, case: str | None = None) -> str:
+    return (
+        (f"{group} · " if group else "")
+        + (f"case {case} · " if case is not None else "")
+        + ("host" if device is None else f"device {device}")
+    )
 
 
 class _Page:
@@ -189,7 +193,7 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
         views = [k for k in model.kernels if k.name == name]
         fig = go.Figure()
         for view in views:
-            x = _where(view.group, view.device)
+            x = _where(view.group, view.device, view.case)
             fig.add_trace(
                 go.Violin(
                     x=[x] * len(view.samples),
@@ -204,7 +208,7 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
             )
         fig.add_trace(
             go.Scatter(
-                x=[_where(v.group, v.device) for v in views],
+                x=[_where(v.group, v.device, v.case) for v in views],
                 y=[v.median.median for v in views],
                 mode="markers",
                 name="median, 95% interval",
@@ -219,11 +223,17 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
                 },
             )
         )
-        fig.update_layout(title={"text": _e(name), "font": {"size": 13}}, yaxis_title="duration (µs)")
+        fig.update_layout(
+            title={"text": _e(name), "font": {"size": 13}}, yaxis_title="duration (µs)", violingap=0.05
+        )
         charts.append(page.figure(fig, f"distribution:{name}"))
+    # An input column only where the inputs were labelled, a case column only in a sweep.
+    labelled = any(k.group for k in model.kernels)
+    swept = any(k.case is not None for k in model.kernels)
     rows = [
         [
-            _e(k.group or "-"),
+            *([_e(k.group or "-")] if labelled else []),
+            *([_e(k.case or "-")] if swept else []),
             _e(_device(k.device)),
             _e(k.name),
             _e(k.type),
@@ -238,7 +248,8 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
         for k in model.kernels
     ]
     head = [
-        "input",
+        *(["input"] if labelled else []),
+        *(["case"] if swept else []),
         "device",
         "kernel",
         "type",
@@ -250,7 +261,7 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
         "min",
         "max",
     ]
-    numeric = [False, False, False, False, True, True, True, True, True, True, True]
+    numeric = [False] * (labelled + swept) + [False, False, False, True, True, True, True, True, True, True]
     more = ""
     if len(order) > MAX_KERNEL_CHARTS:
         more = (
@@ -282,7 +293,7 @@ def _counters_section(page: _Page, model: ReportModel) -> str:
     )
     chart = ""
     if ratio_names:
-        rows = [f"{k.name} · {_where(k.group, k.device)}" for k in with_counters]
+        rows = [f"{k.name} · {_where(k.group, k.device, k.case)}" for k in with_counters]
         z = [[k.counters.get(n) for n in ratio_names] for k in with_counters]
         fig = go.Figure(
             go.Heatmap(
@@ -298,12 +309,20 @@ def _counters_section(page: _Page, model: ReportModel) -> str:
         )
         fig.update_layout(title={"text": "Pipe ratios (median per kernel)", "font": {"size": 13}})
         chart = page.figure(fig, "counters:ratios", height=max(260, 90 + 34 * len(rows)))
+    # One reason shared by every verdict (often: no ratio above the thresholds) is said once.
+    reasons = {k.verdict.split(": ", 1)[1] for k in with_counters if k.verdict and ": " in k.verdict}
+    shared = next(iter(reasons)) if len(with_counters) > 1 and len(reasons) == 1 else None
+
+    def shown(verdict: str | None) -> str | None:
+        return verdict.split(": ", 1)[0] if shared is not None and verdict and ": " in verdict else verdict
+
     blocks = "".join(
-        f'<div class="counters"><h3>{_e(k.name)} · {_e(_where(k.group, k.device))}</h3>'
-        f"{counters_block(k.counters, k.verdict)}</div>"
+        f'<div class="counters"><h3>{_e(k.name)} · {_e(_where(k.group, k.device, k.case))}</h3>'
+        f"{counters_block(k.counters, shown(k.verdict))}</div>"
         for k in with_counters
     )
-    blocks = f"<div>{blocks}</div>"
+    said = f'<p class="muted">Every verdict below: {_e(shared)}.</p>' if shared is not None else ""
+    blocks = f"{said}<div>{blocks}</div>"
     return f'<section id="counters"><h2>Hardware counters and bound verdict</h2>{chart}{blocks}</section>'
 
 

@@ -157,6 +157,8 @@ class KernelView:
     samples: tuple[float, ...]  # thinned, sorted, for the distribution chart
     counters: Mapping[str, float | None]
     verdict: str | None
+    #: the sweep case the samples come from (None outside a sweep): cases are never pooled
+    case: str | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -301,17 +303,21 @@ def _counter_medians(timed: Iterable[TimedTask]) -> dict[str, float | None]:
 
 
 def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[KernelView]:
-    groups: dict[tuple[str | None, int | None, str], tuple[str, list[float], list[TimedTask]]] = {}
+    groups: dict[
+        tuple[str | None, str | None, int | None, str], tuple[str, list[float], list[TimedTask]]
+    ] = {}
     for piece in slices:
         timed = piece.timed or ()
+        # Different cases of a sweep are different workloads: pooling them gives a median of none.
+        case = piece.case if piece.case is not None and piece.case != piece.group else None
         for index, task in enumerate(piece.tasks):
-            key = (piece.group, piece.device, task.name)
+            key = (piece.group, case, piece.device, task.name)
             entry = groups.setdefault(key, (task.type, [], []))
             entry[1].append(task.duration)
             if timed:
                 entry[2].append(timed[index])
     views = []
-    for (group, device, name), (ktype, durations, timed_tasks) in groups.items():
+    for (group, case, device, name), (ktype, durations, timed_tasks) in groups.items():
         ordered = sorted(durations)
         counters = _counter_medians(timed_tasks)
         median = median_interval(ordered)
@@ -329,9 +335,21 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
                 tuple(thin(ordered)),
                 counters,
                 verdict(counters, median.median) if verdict is not None and counters else None,
+                case,
             )
         )
-    views.sort(key=lambda v: (v.name, v.device if v.device is not None else -1, v.group or ""))
+    rank = {
+        c: i
+        for i, c in enumerate(case_order(list(dict.fromkeys(v.case for v in views if v.case is not None))))
+    }
+    views.sort(
+        key=lambda v: (
+            v.name,
+            v.device if v.device is not None else -1,
+            v.group or "",
+            rank.get(v.case or "", -1),
+        )
+    )
     return views
 
 
