@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,27 @@ def test_summary_of_runs_from_two_chips_gives_a_table_per_chip(tmp_path: Path) -
     tables = done.stdout.split("\n\n")
     assert "Addcmul" in tables[0] and "div_kernel" not in tables[0]
     assert "div_kernel" in tables[1] and "Addcmul" not in tables[1]
+
+
+def test_demo_interrupted_prints_the_finished_cases(tmp_path: Path) -> None:
+    if not ENTRY_POINT.is_file():
+        pytest.fail(f"the asc-aprof entry point is not installed beside {sys.executable}: pip install -e .")
+    args = [str(ENTRY_POINT), "demo", "--devices", "1", "--cases", "500", "--repeats", "20"]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        while "case 1 done on device 0" not in seen:  # two cases finished
+            line = proc.stderr.readline()
+            assert line, f"the demo ended before two cases finished: {seen}"
+            seen += line
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "asc-aprof: interrupted" in err
+    finished = out.split(" of 500 case(s)", 1)[0]
+    assert finished.isdigit() and 2 <= int(finished) < 500, out[:200]
+    assert "add_custom" in out  # the finished cases' table
