@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
+import anyio
+import anyio.to_thread
 import pytest
+
+from asc_aprof._runs import _raw_files
 
 pytestmark = pytest.mark.anyio
 
@@ -54,3 +60,36 @@ def test_a_forked_child_that_exits_normally_keeps_the_parents_runs() -> None:
     assert lines["child-root"] != lines["parent-root"]
     assert not Path(lines["child-root"]).exists()
     assert not Path(lines["parent-root"]).exists()
+
+
+# -- 10: a cancelled read_run_async whose read never ends ----------------------------------------
+
+
+async def test_a_cancelled_read_run_async_blocked_on_its_files_leaves_the_collector_on(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    entered = threading.Event()
+    release = threading.Event()
+    listing = _raw_files._listing
+
+    def never_ends(run_dir: Path) -> dict[str, list[str]]:  # a read that blocks (a hung mount)
+        entered.set()
+        release.wait(30)
+        return listing(run_dir)
+
+    monkeypatch.setattr(_raw_files, "_listing", never_ends)
+    assert gc.isenabled()
+    interval = sys.getswitchinterval()
+    try:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_raw_files.read_run_async, tmp_path / "PROF_1")
+                await anyio.to_thread.run_sync(entered.wait, 10)
+                scope.cancel()
+        assert scope.cancelled_caught
+        # the worker is still blocked in its read: nothing process-wide may be changed meanwhile
+        assert not release.is_set()
+        assert gc.isenabled()
+        assert sys.getswitchinterval() == interval
+    finally:
+        release.set()
