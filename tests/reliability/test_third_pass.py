@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import decimal
 import gc
 import os
 import subprocess
@@ -14,7 +15,9 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from asc_aprof import read_timeline
 from asc_aprof._runs import _raw_files
+from asc_aprof._runs._csv import cell_ns
 
 pytestmark = pytest.mark.anyio
 
@@ -93,3 +96,40 @@ async def test_a_cancelled_read_run_async_blocked_on_its_files_leaves_the_collec
         assert sys.getswitchinterval() == interval
     finally:
         release.set()
+
+
+# -- 2: start cells in exponent form: bounded, in the reader's own decimal context ---------------
+
+OP_HEADER = (
+    "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,OP State,Task Type,Task Start Time(us),"
+    "Task Duration(us),Task Wait Time(us),Block Num,Input Shapes\n"
+)
+
+
+def exported_run(base: Path, rows: list[str], header: str = OP_HEADER) -> Path:
+    """A run holding only an exported op_summary CSV (new layout) with *rows*."""
+    out = base / "PROF_000001_20260101000000000_00012345ABCDEFGH" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    (out / "op_summary_20260101000000.csv").write_text(header + "".join(r + "\n" for r in rows))
+    return out.parent
+
+
+def op_row(start: str, task_id: int = 0) -> str:
+    return f'0,4294967295,{task_id},1,Add,Add,dynamic,AI_VECTOR_CORE,{start}\t,18.5,0,1,"""8"""'
+
+
+@pytest.mark.parametrize("start", ["1e999999999", "1e999990", "1e5000", "9" * 5000, "-1e40"])
+def test_start_cells_out_of_any_clock_are_no_start_time(tmp_path: Path, start: str) -> None:
+    run = exported_run(tmp_path, [op_row("1784171285754947.983"), op_row(start, 1)])
+    assert cell_ns(start, 1000) is None
+    timeline = read_timeline(run)
+    assert [t.start_ns for t in timeline.tasks] == [1784171285754947983, None]
+
+
+def test_start_cells_ignore_the_callers_decimal_context(tmp_path: Path) -> None:
+    run = exported_run(tmp_path, [op_row("1.784171285754947983e15"), op_row("17841712857549479835e-4", 1)])
+    hostile = decimal.Context(prec=5, Emax=10, traps=[decimal.Inexact, decimal.Overflow, decimal.Rounded])
+    with decimal.localcontext(hostile):
+        assert cell_ns("1.784171285754947983e15", 1000) == 1784171285754947983
+        starts = [t.start_ns for t in read_timeline(run).tasks]
+    assert starts == [1784171285754947983, 1784171285754947984]  # 0.5 ns: half even

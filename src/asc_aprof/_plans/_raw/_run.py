@@ -382,7 +382,7 @@ class DeviceClock:
                         continue
             start = self.local(ns)
             text_append(start)
-            out_append(int(decimal.Decimal(start) * 1000))
+            out_append(int(_DECIMAL.multiply(decimal.Decimal(start), 1000)))  # not the caller's context
         return texts, out
 
     def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
