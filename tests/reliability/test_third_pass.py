@@ -16,8 +16,13 @@ import anyio.to_thread
 import pytest
 
 from asc_aprof import read_timeline
+from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._runs import _raw_files
 from asc_aprof._runs._csv import cell_ns
+from asc_aprof._runs._raw_files import read_export_rows, read_run
+
+from ..reference import needs_real_runs
+from ._runs import ODD_METADATA, copy_real_run, edit_file
 
 pytestmark = pytest.mark.anyio
 
@@ -133,3 +138,17 @@ def test_start_cells_ignore_the_callers_decimal_context(tmp_path: Path) -> None:
         assert cell_ns("1.784171285754947983e15", 1000) == 1784171285754947983
         starts = [t.start_ns for t in read_timeline(run).tasks]
     assert starts == [1784171285754947983, 1784171285754947984]  # 0.5 ns: half even
+
+
+# -- 8: metadata that is no number a clock can come from ----------------------------------------
+
+
+@needs_real_runs
+@pytest.mark.parametrize("case", sorted(ODD_METADATA))
+def test_odd_metadata_is_declined_as_malformed(tmp_path: Path, case: str) -> None:
+    rel, edit = ODD_METADATA[case]
+    run = copy_real_run("310b_addcmul", tmp_path)
+    edit_file(run / rel, edit)
+    for outcome in (read_run(run, counters=True), read_export_rows(run, pmu=True)):
+        assert isinstance(outcome, Declined), case
+        assert outcome.reason is DeclineReason.MALFORMED, outcome

@@ -524,7 +524,11 @@ def type_info_dic(data: RawData, into: dict[str, dict[str, str]]) -> None:
             # The exporter fails on such a line and loses every type name of the run.
             raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
         level, number = parts
-        if number.isdigit() and level.isdigit() and int(level) in LEVELS:
+        if number.isdigit() and level.isdigit():
+            if not level.isdecimal():  # "²": the exporter's int() fails on it too
+                raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
+            if int(level) not in LEVELS:
+                continue
             into.setdefault(LEVELS[int(level)], {})[number] = value
 
 
@@ -555,9 +559,9 @@ def ini_first_section(data: RawData, what: str) -> Mapping[str, str]:
     parser = configparser.ConfigParser()
     try:
         parser.read_string(_text(data, what))
+        sections = parser.sections()
+        if not sections:
+            raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
+        return dict(parser.items(sections[0]))  # (interpolates: a stray % raises here)
     except configparser.Error as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {exc}") from None
-    sections = parser.sections()
-    if not sections:
-        raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
-    return dict(parser.items(sections[0]))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -319,8 +320,16 @@ class DeviceClock:
 
     def local(self, ns: float) -> str:
         """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals (exact shifts)."""
-        value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
-        return str(value.quantize(_MILLI, context=_DECIMAL))
+        try:
+            value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
+            if value.is_finite():
+                return str(value.quantize(_MILLI, context=_DECIMAL))
+        except decimal.InvalidOperation:  # over 28 digits: clock metadata far out of range
+            pass
+        raise DeclinedError(
+            DeclineReason.MALFORMED,
+            f"start time out of range ({ns!r} ns + {self.offset} µs): odd clock metadata",
+        )
 
     def printed(self, ns: float) -> tuple[str, int]:
         """(:meth:`local`, the same value as integer ns), in integer arithmetic where it is exact.
@@ -469,6 +478,8 @@ def _number(value: object, what: str) -> float:
         result = float(str(value))
     except ValueError:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a number: {value!r}") from None
+    if not math.isfinite(result):  # nan, inf, 1e400: no clock; the exporter's arithmetic fails
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a finite number: {value!r}")
     return result
 
 
@@ -501,7 +512,7 @@ def _clock(
         mono = int(host_start["clock_monotonic_raw"])
         diff = host_start.get("cntvct_diff", "")
         host_mon_ns = mono + round(int(diff) * 1e9 / host_freq) if diff else mono
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, OverflowError):  # (OverflowError: a huge diff or a tiny frequency)
         raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/host_start.log is incomplete") from None
     begin = start_info.get("collectionTimeBegin")
     raw = start_info.get("clockMonotonicRaw")
