@@ -15,10 +15,13 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from asc_aprof import read_timeline
+from asc_aprof import Profiler, Toolkit, read_timeline
+from asc_aprof._cann._layout import list_runs
 from asc_aprof._plans._raw._types import Declined, DeclineReason
+from asc_aprof._profilers._tune import read_info as tune_read_info
 from asc_aprof._runs import _raw_files
 from asc_aprof._runs._csv import cell_ns
+from asc_aprof._runs._info import read_info as read_run_info
 from asc_aprof._runs._raw_files import read_export_rows, read_run
 
 from ..reference import needs_real_runs
@@ -152,3 +155,28 @@ def test_odd_metadata_is_declined_as_malformed(tmp_path: Path, case: str) -> Non
     for outcome in (read_run(run, counters=True), read_export_rows(run, pmu=True)):
         assert isinstance(outcome, Declined), case
         assert outcome.reason is DeclineReason.MALFORMED, outcome
+
+
+# -- 9: run metadata nested deeper than the interpreter's recursion limit ------------------------
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def test_deeply_nested_metadata_is_just_not_json(tmp_path: Path, toolkit: Toolkit) -> None:
+    run = exported_run(tmp_path, [op_row("1784171285754947.983")])
+    (run / "host").mkdir()
+    for name in ("start_info", "info.json", "sample.json"):
+        (run / "host" / name).write_text(DEEP_JSON)
+    assert list_runs(tmp_path) == [run]
+    assert tune_read_info(run) == {}  # tune's platform probe
+    assert read_run_info(run).run_id == run.name
+    result = Profiler(tmp_path, toolkit=toolkit).store_last_result()
+    assert [t.name for t in result.tasks] == ["Add"]
+
+
+@needs_real_runs
+def test_deeply_nested_raw_metadata_is_declined_as_malformed(tmp_path: Path) -> None:
+    run = copy_real_run("310b_addcmul", tmp_path)
+    (run / "device_0" / "info.json.0").write_text(DEEP_JSON)
+    for outcome in (read_run(run), read_export_rows(run)):
+        assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.MALFORMED, outcome

@@ -10,7 +10,6 @@ from __future__ import annotations
 import array
 import configparser
 import dataclasses
-import json
 import mmap
 import struct
 import sys
@@ -18,6 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from typing import Any, Final, NamedTuple, TypeAlias
 
+from ..._model._json import loads as json_loads
 from ._types import DeclinedError, DeclineReason
 
 #: Magic of every host record (``aging.*`` / ``unaging.*`` compact and additional files).
@@ -536,7 +536,7 @@ def json_object(data: RawData, what: str) -> dict[str, object]:
     """The JSON object on the first line of *data* (as the exporter reads info/sample/start_info)."""
     first = _text(data, what).split("\n", 1)[0]
     try:
-        value = json.loads(first)
+        value = json_loads(first)
     except ValueError as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not JSON ({exc})") from None
     if not isinstance(value, dict):
