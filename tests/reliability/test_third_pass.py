@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import gc
 import os
+import stat
 import subprocess
 import sys
 import textwrap
@@ -15,14 +16,16 @@ import anyio
 import anyio.to_thread
 import pytest
 
-from asc_aprof import Profiler, Toolkit, read_timeline
+from asc_aprof import Profiler, Toolkit, read_timeline, write_trace
 from asc_aprof._cann._layout import list_runs
+from asc_aprof._outputs._replace import replacing
 from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._profilers._tune import read_info as tune_read_info
 from asc_aprof._runs import _raw_files
 from asc_aprof._runs._csv import cell_ns
 from asc_aprof._runs._info import read_info as read_run_info
 from asc_aprof._runs._raw_files import read_export_rows, read_run
+from asc_aprof.report import write_report
 
 from ..reference import needs_real_runs
 from ._runs import ODD_METADATA, copy_real_run, edit_file
@@ -180,3 +183,37 @@ def test_deeply_nested_raw_metadata_is_declined_as_malformed(tmp_path: Path) -> 
     (run / "device_0" / "info.json.0").write_text(DEEP_JSON)
     for outcome in (read_run(run), read_export_rows(run)):
         assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.MALFORMED, outcome
+
+
+# -- 11: report and trace files: no predictable name to plant a link at --------------------------
+
+
+@pytest.mark.parametrize("name", ["trace.json", "trace.json.gz", "report.html"])
+def test_a_link_planted_at_the_old_partial_name_is_not_followed(tmp_path: Path, name: str) -> None:
+    run = exported_run(tmp_path / "runs", [op_row("1784171285754947.983"), op_row("1784171285754948.983", 1)])
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("the user's file\n")
+    (out / f".{name}.partial").symlink_to(victim)
+    target = out / name
+    old = os.umask(0o022)
+    try:
+        if name.endswith(".html"):
+            pytest.importorskip("plotly")
+            written = write_report([read_timeline(run)], target)
+        else:
+            written = write_trace([read_timeline(run)], target)
+    finally:
+        os.umask(old)
+    assert written == target and target.is_file() and not target.is_symlink()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644
+    assert victim.read_text() == "the user's file\n"
+    assert sorted(p.name for p in out.iterdir()) == sorted([name, f".{name}.partial"])  # nothing left
+
+
+def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
+    with pytest.raises(OSError), replacing(tmp_path / "x.json") as stream:
+        stream.write(b"half")
+        raise OSError("disk full")
+    assert list(tmp_path.iterdir()) == []
