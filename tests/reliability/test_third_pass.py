@@ -17,6 +17,7 @@ import anyio.to_thread
 import pytest
 
 from asc_aprof import Profiler, Toolkit, read_timeline, write_trace
+from asc_aprof._cann import _export, _runguard
 from asc_aprof._cann._layout import list_runs
 from asc_aprof._outputs._replace import replacing
 from asc_aprof._plans._raw._types import Declined, DeclineReason
@@ -217,3 +218,73 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path: Path) -> None:
         stream.write(b"half")
         raise OSError("disk full")
     assert list(tmp_path.iterdir()) == []
+
+
+# -- 12: the in-process export lock and the signalled process group -----------------------------
+
+
+def test_every_spelling_of_a_run_is_one_export_slot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "runs" / "PROF_000001_20260101000000000_00000001AAAAAAAA"
+    run.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "runs")
+    monkeypatch.chdir(tmp_path)
+    spellings = [
+        Path("runs") / run.name,
+        tmp_path / "link" / run.name,
+        tmp_path / "runs" / ".." / "runs" / run.name,
+    ]
+    with _runguard.exporting(run):
+        for other in spellings:
+            assert _runguard._in_progress(other) is not None, other
+    assert all(_runguard._in_progress(other) is None for other in [run, *spellings])
+
+
+FAKE_MSPROF = """\
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[sys.argv.index("-dir") + 1]) / "mindstudio_profiler_output"
+out.mkdir(exist_ok=True)
+text = "Device_id,Op Name,Task Type,Task Duration(us)\\n0,k,AI_CORE,1.5\\n"
+(out / "op_summary_20260101000000.csv").write_text(text)
+"""
+
+
+def guard_state_when_signalled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Toolkit, Path, list[str]]:
+    """A fake export, and the list where each SIGKILL of its group notes the guard's state then."""
+    script = tmp_path / "fake_msprof" / "msprof.py"
+    script.parent.mkdir()
+    script.write_text(FAKE_MSPROF)
+    toolkit = Toolkit(library=tmp_path / "none.so", msprof_script=script, python=sys.executable)
+    run = tmp_path / "PROF_000001_20260101000000000_00000001AAAAAAAA"
+    run.mkdir()
+    seen: list[str] = []
+    kill_group = _export.kill_group
+
+    def noting(pid: int) -> None:
+        try:  # field 3 of /proc/<pid>/stat: Z while the guard is an unreaped zombie
+            seen.append((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            seen.append("reaped: its pid, the group's id, may name another process by now")
+        kill_group(pid)
+
+    monkeypatch.setattr(_export, "kill_group", noting)
+    return toolkit, run, seen
+
+
+def test_sync_export_signals_its_group_before_reaping_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toolkit, run, seen = guard_state_when_signalled(tmp_path, monkeypatch)
+    assert len(_export.run_export(toolkit, run, timeout=60)) == 1
+    assert seen and all(state == "Z" for state in seen), seen
+
+
+async def test_async_export_signals_its_group_before_reaping_the_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    toolkit, run, seen = guard_state_when_signalled(tmp_path, monkeypatch)
+    assert len(await _export.run_export_async(toolkit, run, timeout=60)) == 1
+    assert seen and all(state == "Z" for state in seen), seen
