@@ -18,7 +18,11 @@ import pytest
 
 from asc_aprof import Profiler, Toolkit, read_timeline, write_trace
 from asc_aprof._cann import _export, _runguard
+from asc_aprof._cann._discovery import discover_toolkit
 from asc_aprof._cann._layout import list_runs
+from asc_aprof._model import _toolkit as _model_toolkit
+from asc_aprof._model._errors import ToolkitNotFoundError
+from asc_aprof._model._toolkit import LIBRARY_NAME
 from asc_aprof._outputs._replace import replacing
 from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._profilers._tune import read_info as tune_read_info
@@ -27,6 +31,8 @@ from asc_aprof._runs._csv import cell_ns
 from asc_aprof._runs._info import read_info as read_run_info
 from asc_aprof._runs._raw_files import read_export_rows, read_run
 from asc_aprof.report import write_report
+from asc_aprof.sim import _build
+from asc_aprof.sim._build import SimulatorBuildError
 
 from ..reference import needs_real_runs
 from ._runs import ODD_METADATA, copy_real_run, edit_file
@@ -288,3 +294,44 @@ async def test_async_export_signals_its_group_before_reaping_the_guard(
     toolkit, run, seen = guard_state_when_signalled(tmp_path, monkeypatch)
     assert len(await _export.run_export_async(toolkit, run, timeout=60)) == 1
     assert seen and all(state == "Z" for state in seen), seen
+
+
+# -- 13: trust: the simulator's build cache, a relative ASCEND_HOME_PATH --------------------------
+
+
+def test_a_planted_simulator_tree_is_not_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_build.CACHE_VARIABLE, str(tmp_path / "cache"))
+    root = _build.ensure_built()
+    library = root / "lib64" / LIBRARY_NAME
+    assert _build._untrusted(root) is None
+    # Someone who can write the tree (here: group-writable) swaps the library ctypes loads.
+    library.write_bytes(b"planted")
+    library.chmod(0o775)
+    assert _build.ensure_built() == root
+    assert library.read_bytes() != b"planted"  # built again
+    assert _build._untrusted(root) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file to another user")
+def test_another_users_simulator_tree_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_build.CACHE_VARIABLE, str(tmp_path / "cache"))
+    root = _build.ensure_built()
+    os.chown(root, 65534, 65534)  # a tree another user made (or planted) in a shared cache
+    with pytest.raises(SimulatorBuildError, match=r"belongs to user 65534.*ASC_APROF_SIM_CACHE"):
+        _build.ensure_built()
+    assert root.is_dir()  # left alone: not this user's to remove
+
+
+@pytest.mark.parametrize("variable", ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"])
+def test_a_relative_cann_root_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    # A toolkit in the working directory, which a relative root would pick.
+    (tmp_path / "cann" / "lib64").mkdir(parents=True)
+    (tmp_path / "cann" / "lib64" / LIBRARY_NAME).write_bytes(b"")
+    script = tmp_path / "cann" / _model_toolkit.MSPROF_SCRIPT
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ToolkitNotFoundError, match=f"\\${variable} is 'cann', a relative path"):
+        discover_toolkit({variable: "cann"})
