@@ -34,6 +34,7 @@ from asc_aprof.report import write_report
 from asc_aprof.sim import _build
 from asc_aprof.sim._build import SimulatorBuildError
 
+from ..fuzz import fuzz
 from ..reference import needs_real_runs
 from ._runs import ODD_METADATA, copy_real_run, edit_file
 
@@ -335,3 +336,14 @@ def test_a_relative_cann_root_is_refused(
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ToolkitNotFoundError, match=f"\\${variable} is 'cann', a relative path"):
         discover_toolkit({variable: "cann"})
+
+
+# -- the fuzzing that found these, repeatable ----------------------------------------------------
+
+
+def test_fixed_seed_fuzzing_raises_only_aprof_errors() -> None:
+    """120 cases of seed 0 (``python -m tests.fuzz``; docs/reliability.md gives the longer run):
+    no public reading API raises anything but an AprofError on a mutated real run or hostile CSV."""
+    done, failures = fuzz(seed=0, cases=120)
+    assert done == 120
+    assert failures == [], "\n\n".join(failures)
