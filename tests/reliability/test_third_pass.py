@@ -10,13 +10,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import tracemalloc
 from pathlib import Path
 
 import anyio
 import anyio.to_thread
 import pytest
 
-from asc_aprof import Profiler, Toolkit, read_timeline, write_trace
+from asc_aprof import Profiler, Toolkit, read_columns, read_timeline, write_trace
 from asc_aprof._cann import _export, _runguard
 from asc_aprof._cann._discovery import discover_toolkit
 from asc_aprof._cann._layout import list_runs
@@ -24,6 +25,7 @@ from asc_aprof._model import _toolkit as _model_toolkit
 from asc_aprof._model._errors import ToolkitNotFoundError
 from asc_aprof._model._toolkit import LIBRARY_NAME
 from asc_aprof._outputs._replace import replacing
+from asc_aprof._plans._parser import ACCELERATED as PARSER_ACCELERATED
 from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._profilers._tune import read_info as tune_read_info
 from asc_aprof._runs import _raw_files
@@ -33,6 +35,7 @@ from asc_aprof._runs._raw_files import read_export_rows, read_run
 from asc_aprof.report import write_report
 from asc_aprof.sim import _build
 from asc_aprof.sim._build import SimulatorBuildError
+from asc_aprof.stats import kernel_stats
 
 from ..fuzz import fuzz
 from ..reference import needs_real_runs
@@ -347,3 +350,29 @@ def test_fixed_seed_fuzzing_raises_only_aprof_errors() -> None:
     done, failures = fuzz(seed=0, cases=120)
     assert done == 120
     assert failures == [], "\n\n".join(failures)
+
+
+# -- 3: statistics of many distinct devices and names: no dense device x name table -------------
+
+
+def distinct_rows(count: int) -> list[str]:
+    return [
+        f'{i},4294967295,{i},1,k{i},Add,dynamic,AI_VECTOR_CORE,{1784171285754947 + i}.000\t,1.5,0,1,"""8"""'
+        for i in range(count)
+    ]
+
+
+@pytest.mark.skipif(not PARSER_ACCELERATED, reason="the optional C parser is not built")
+@pytest.mark.parametrize("rows", [16_384, 20_000])
+def test_statistics_of_distinct_devices_and_names_stay_small(tmp_path: Path, rows: int) -> None:
+    run = exported_run(tmp_path, distinct_rows(rows))
+    columns = read_columns(run)
+    tracemalloc.start()
+    try:
+        stats = kernel_stats(columns)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(stats) == rows
+    assert peak < 64 << 20, f"{peak >> 20} MiB"  # (the dense table was 1 GiB at 16,384 rows)
+    assert [(s.device, s.name) for s in stats][:2] == [(0, "k0"), (1, "k1")]
