@@ -22,10 +22,11 @@ from asc_aprof._cann import _export, _runguard
 from asc_aprof._cann._discovery import discover_toolkit
 from asc_aprof._cann._layout import list_runs
 from asc_aprof._model import _toolkit as _model_toolkit
-from asc_aprof._model._errors import ToolkitNotFoundError
+from asc_aprof._model._errors import ParseError, ToolkitNotFoundError
 from asc_aprof._model._toolkit import LIBRARY_NAME
 from asc_aprof._outputs._replace import replacing
 from asc_aprof._plans._parser import ACCELERATED as PARSER_ACCELERATED
+from asc_aprof._plans._parser import TaskParser
 from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._profilers._tune import read_info as tune_read_info
 from asc_aprof._runs import _raw_files
@@ -376,3 +377,22 @@ def test_statistics_of_distinct_devices_and_names_stay_small(tmp_path: Path, row
     assert len(stats) == rows
     assert peak < 64 << 20, f"{peak >> 20} MiB"  # (the dense table was 1 GiB at 16,384 rows)
     assert [(s.device, s.name) for s in stats][:2] == [(0, "k0"), (1, "k1")]
+
+
+# -- 4: the C number reader has no exponent cap -------------------------------------------------
+
+HIDDEN_HUGE = "0." + "0" * 10_000 + "1e100005"  # 1e90004: not finite (C read it as 0.1)
+COUNTER_HEADER = "Op Name,Task Type,Task Duration(us),aic_mac_ratio"
+
+
+@pytest.mark.parametrize("accelerated", [True, False])
+@pytest.mark.parametrize("columnar", [False, True])
+@pytest.mark.parametrize("row", [f"k,AI_CORE,{HIDDEN_HUGE},0.5", f"k,AI_CORE,1.5,{HIDDEN_HUGE}"])
+def test_an_exponent_past_ten_thousand_is_read_in_full(accelerated: bool, columnar: bool, row: str) -> None:
+    if accelerated and not PARSER_ACCELERATED:
+        pytest.skip("the optional C parser is not built")
+    parser = TaskParser("x.csv", accelerated=accelerated, counters=True, columnar=columnar)
+    with pytest.raises(ParseError, match="not a finite number") as info:
+        parser.feed(f"{COUNTER_HEADER}\nk,AI_CORE,1.0,0.25\n{row}\n".encode())
+        parser.close()
+    assert info.value.line == 3

@@ -250,9 +250,12 @@ plain_float(const char *p, const char *q, double *out)
             s++;
         }
         for (; s < q && is_digit(*s); s++, exp_digits++) {
-            if (exponent < 10000) {
-                exponent = exponent * 10 + (*s - '0');
+            if (exponent >= 10000) {
+                /* no cap: with 10,000 zeros after the point, 1e100005 is 1e90004 (inf), not
+                 * 0.1; Python reads such an exponent (its value or its error) */
+                return ROW_FALLBACK;
             }
+            exponent = exponent * 10 + (*s - '0');
         }
         if (exp_digits == 0) {
             return ROW_FALLBACK;
