@@ -27,6 +27,7 @@ from asc_aprof._model._toolkit import LIBRARY_NAME
 from asc_aprof._outputs._replace import replacing
 from asc_aprof._plans._parser import ACCELERATED as PARSER_ACCELERATED
 from asc_aprof._plans._parser import TaskParser
+from asc_aprof._plans._raw import _sqlite
 from asc_aprof._plans._raw._types import Declined, DeclineReason
 from asc_aprof._profilers._tune import read_info as tune_read_info
 from asc_aprof._runs import _raw_files
@@ -396,3 +397,39 @@ def test_an_exponent_past_ten_thousand_is_read_in_full(accelerated: bool, column
         parser.feed(f"{COUNTER_HEADER}\nk,AI_CORE,1.0,0.25\n{row}\n".encode())
         parser.close()
     assert info.value.line == 3
+
+
+# -- 5: words the exporter cannot store in SQLite (2**63 or more) -------------------------------
+
+
+def set_top_bit(path: Path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] |= 0x80
+    path.write_bytes(bytes(data))
+
+
+@needs_real_runs
+def test_a_task_track_timestamp_past_2_63_is_declined(tmp_path: Path) -> None:
+    run = copy_real_run("310b_addcmul", tmp_path)
+    set_top_bit(run / "host" / "data" / "aging.compact.task_track.slice_0", 64 + 16 + 7)  # record 1
+    for outcome in (read_run(run), read_export_rows(run)):
+        assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.UNSUPPORTED, outcome
+        assert "task_track timestamp of 2**63 or more" in outcome.message
+
+
+@needs_real_runs
+def test_an_ffts_profile_word_past_2_63_is_declined_where_counters_are_read(tmp_path: Path) -> None:
+    run = copy_real_run("910b_l1_div", tmp_path)
+    set_top_bit(run / "device_0" / "data" / "ffts_profile.data.0.slice_0", 128 * 3 + 32 + 7)  # total cycles
+    for outcome in (read_run(run, counters=True), read_export_rows(run, pmu=True)):
+        assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.UNSUPPORTED, outcome
+        assert "ffts_profile word" in outcome.message
+
+
+def test_a_word_split_across_slice_files_is_found() -> None:
+    record = bytearray(64)
+    record[16 + 7] = 0x80
+    data = bytes(64) * 3 + bytes(record) + bytes(64)
+    for cut in (0, 1, 100, 64 * 3 + 20, 64 * 3 + 23, 64 * 3 + 24, len(data)):
+        assert _sqlite._top_bit_at([data[:cut], data[cut:]], 64, (16,)), cut
+    assert not _sqlite._top_bit_at([bytes(64) * 5], 64, (16,))

@@ -58,6 +58,7 @@ from ._decode import (
 )
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
+from ._sqlite import check_storable
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
@@ -1321,6 +1322,7 @@ def decode_run(
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
+    check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     outputs, level0 = _outputs(plan, files)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
@@ -1405,6 +1407,7 @@ def export_rows(plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = Fals
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
+    check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     outputs, level0 = _outputs(plan, files)
     devices: list[DeviceRows] = []
     for out in outputs:
