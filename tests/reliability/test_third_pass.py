@@ -41,7 +41,7 @@ from asc_aprof.stats import kernel_stats
 
 from ..fuzz import fuzz
 from ..reference import needs_real_runs
-from ._runs import ODD_METADATA, copy_real_run, edit_file
+from ._runs import ODD_METADATA, copy_real_run, edit_file, sub
 
 pytestmark = pytest.mark.anyio
 
@@ -433,3 +433,18 @@ def test_a_word_split_across_slice_files_is_found() -> None:
     for cut in (0, 1, 100, 64 * 3 + 20, 64 * 3 + 23, 64 * 3 + 24, len(data)):
         assert _sqlite._top_bit_at([data[:cut], data[cut:]], 64, (16,)), cut
     assert not _sqlite._top_bit_at([bytes(64) * 5], 64, (16,))
+
+
+# -- 6: device_N/sample.json "devices" decides what the exporter writes --------------------------
+
+
+@needs_real_runs
+@pytest.mark.parametrize("devices", ['"0,1"', '""', "0", '"1"', None])
+def test_a_device_sample_naming_other_devices_is_declined(tmp_path: Path, devices: str | None) -> None:
+    run = copy_real_run("310b_addcmul", tmp_path)
+    sample = run / "device_0" / "sample.json"
+    replacement = "" if devices is None else f'"devices":{devices},'
+    edit_file(sample, sub(r'"devices":\s*"0",\s*', replacement))
+    for outcome in (read_run(run), read_export_rows(run)):
+        assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.UNSUPPORTED, outcome
+        assert "device_0/sample.json devices=" in outcome.message

@@ -1312,6 +1312,22 @@ def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
         raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows")
 
 
+def _check_sample_devices(plan: RunPlan, files: Mapping[str, RawData]) -> None:
+    """Decline unless each ``device_N/sample.json`` names exactly its own device: its
+    ``devices`` decides what msprof.py exports (``"0,1"``: every row twice; ``""``, no key or a
+    number: no CSV at all), and only the own id is verified (every real run has it)."""
+    for dev in plan.devices:
+        if dev.sample not in files:
+            raise DeclinedError(DeclineReason.MISSING_FILE, f"{dev.folder} has no sample.json")
+        devices = json_object(files[dev.sample], f"{dev.folder}/sample.json").get("devices")
+        if devices != str(dev.device):
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"{dev.folder}/sample.json devices={devices!r}, not {str(dev.device)!r}: msprof.py "
+                "would export these rows otherwise (repeated, or not at all)",
+            )
+
+
 def decode_run(
     plan: RunPlan, files: Mapping[str, RawData], *, with_task_time: bool = False, with_counters: bool = False
 ) -> RawResult:
@@ -1323,6 +1339,7 @@ def decode_run(
     :raises DeclinedError: for anything not verified against the real exporter
     """
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
     outputs, level0 = _outputs(plan, files)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
@@ -1408,6 +1425,7 @@ def export_rows(plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = Fals
     :raises DeclinedError: for anything not verified against the real exporter
     """
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
     outputs, level0 = _outputs(plan, files)
     devices: list[DeviceRows] = []
     for out in outputs:
