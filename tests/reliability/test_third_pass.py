@@ -5,6 +5,7 @@ from __future__ import annotations
 import decimal
 import gc
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -448,3 +449,38 @@ def test_a_device_sample_naming_other_devices_is_declined(tmp_path: Path, device
     for outcome in (read_run(run), read_export_rows(run)):
         assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.UNSUPPORTED, outcome
         assert "device_0/sample.json devices=" in outcome.message
+
+
+# -- 7: hash_dic / type_info_dic slices that name one key differently ---------------------------
+
+
+@needs_real_runs
+@pytest.mark.parametrize(
+    ("kind", "extra"),
+    [
+        ("hash_dic", "aging.additional.hash_dic.slice_1"),  # a later slice: the exporter takes its name
+        ("hash_dic", "aging.additional.hash_dic.slice_0"),  # two slice_0: the listing order decides
+        ("type_info_dic", "aging.additional.type_info_dic.slice_1"),
+    ],
+)
+def test_a_name_redefined_by_another_slice_is_declined_as_ambiguous(
+    tmp_path: Path, kind: str, extra: str
+) -> None:
+    run = copy_real_run("310b_addcmul", tmp_path)
+    data = run / "host" / "data"
+    first = (data / f"unaging.additional.{kind}.slice_0").read_text().splitlines()[0]
+    key = first.split(":", 1)[0]
+    (data / extra).write_text(f"{key}:OTHER_NAME\n")
+    for outcome in (read_run(run), read_export_rows(run)):
+        assert isinstance(outcome, Declined) and outcome.reason is DeclineReason.AMBIGUOUS, outcome
+        assert "is named both" in outcome.message and "'OTHER_NAME'" in outcome.message
+
+
+@needs_real_runs
+def test_slices_that_agree_are_read(tmp_path: Path) -> None:
+    run = copy_real_run("310b_addcmul", tmp_path)
+    data = run / "host" / "data"
+    expected = read_run(run)
+    shutil.copyfile(data / "unaging.additional.hash_dic.slice_0", data / "aging.additional.hash_dic.slice_0")
+    assert not isinstance(expected, Declined)
+    assert read_run(run) == expected

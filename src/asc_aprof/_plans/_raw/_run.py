@@ -1267,10 +1267,15 @@ def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device]
 
     hashes: dict[str, str] = {}
     for path in plan.host_data.get("hash_dic", ()):
-        hash_dic(files[path], hashes)
+        one: dict[str, str] = {}
+        hash_dic(files[path], one)
+        _merge_names(hashes, one, path, "hash")
     types: dict[str, dict[str, str]] = {}
     for path in plan.host_data.get("type_info_dic", ()):
-        type_info_dic(files[path], types)
+        levels: dict[str, dict[str, str]] = {}
+        type_info_dic(files[path], levels)
+        for level, names in levels.items():
+            _merge_names(types.setdefault(level, {}), names, path, f"{level} type")
     host = HostRecords(hashes, types)
     # Decoded here (declines in this order), or kept for the C host loops to read in place.
     host.take("apis", joined(files[p] for p in plan.host_data.get("api_event", ())))
@@ -1310,6 +1315,19 @@ def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device]
 def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
     if len(rows) >= CSV_LIMIT:
         raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows")
+
+
+def _merge_names(into: dict[str, str], more: Mapping[str, str], path: str, what: str) -> None:
+    """*more* (one hash_dic or type_info_dic file) into *into*, declining a key that another
+    file names differently: msprof.py reads the slices by slice number, then in directory
+    listing order (aging and unaging files of one number in either order), and the last name
+    wins, so the answer would rest on an order this reader does not share."""
+    for key, name in more.items():
+        if into.setdefault(key, name) != name:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS,
+                f"{what} {key} is named both {into[key]!r} and {name!r} ({path} and another slice)",
+            )
 
 
 def _check_sample_devices(plan: RunPlan, files: Mapping[str, RawData]) -> None:
