@@ -355,7 +355,7 @@ def test_a_failure_inside_the_reader_declines_instead_of_breaking_the_run(
 
 
 _INI_KEYS = st.sampled_from(["clock_monotonic_raw", "cntvct", "cntvct_diff", "Cntvct", "a b", "x"])
-_INI_VALUES = st.sampled_from(["0", "76274797196435", "-1", "1.5", "", " 7", "1e3"])
+_INI_VALUES = st.sampled_from(["0", "76274797196435", "-1", "1.5", "", " 7", "1e3", "%d"])
 _INI_LINES = st.tuples(_INI_KEYS, st.sampled_from([": ", ":", " = ", ": "]), _INI_VALUES)
 
 

@@ -1,7 +1,8 @@
 """Finding a CANN toolkit the way CANN's own scripts would, or the simulated one when asked.
 
-Discovery order: ``ASCEND_HOME_PATH``, ``ASCEND_TOOLKIT_HOME``, then the default install roots
-``/usr/local/Ascend/cann`` and ``/usr/local/Ascend/ascend-toolkit/latest``. The simulated toolkit
+Discovery order: ``ASCEND_HOME_PATH``, ``ASCEND_TOOLKIT_HOME`` (absolute paths only: a relative one
+is refused), then the default install roots ``/usr/local/Ascend/cann`` and
+``/usr/local/Ascend/ascend-toolkit/latest``. The simulated toolkit
 (:mod:`asc_aprof.sim`) is never picked unless ``ASC_APROF_SIMULATE=1`` asks for it (imported only
 then) or its root is in ``ASCEND_HOME_PATH``. This module sits above both: the toolkit record
 (:mod:`asc_aprof._model._toolkit`) below it, the simulator beside it, so nothing imports in a circle.
@@ -39,6 +40,13 @@ def discover_toolkit(environ: Mapping[str, str] | None = None) -> Toolkit:
     roots: list[Path] = []
     for variable in ROOT_VARIABLES:
         value = env.get(variable)
+        if value and not os.path.isabs(value):
+            # Relative, the working directory would choose the library ctypes loads.
+            raise ToolkitNotFoundError(
+                f"${variable} is {value!r}, a relative path: set it to the absolute path of the CANN root "
+                "(`source <CANN install>/set_env.sh` does)",
+                [f"${variable}={value} (relative: not searched)"],
+            )
         if value:
             roots.append(Path(value))
         else:

@@ -371,8 +371,16 @@ class _Export:
         self.pidfd = _open_pidfd(self.proc.pid)
 
     def exited(self) -> bool:
-        """Whether the guard exited (reaping it)."""
-        return self.proc.poll() is not None
+        """Whether the guard exited, *without* reaping it: while it is an unreaped zombie its pid,
+        which is also its group's id, cannot be given to another process, so :meth:`close` can
+        still signal the group (reaped first, the id could name a stranger's group by then)."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            found = os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped elsewhere (a SIGCHLD handler of the program's)
+            return self.proc.poll() is not None
+        return found is not None
 
     def read_available(self, budget: int = _READ_BUDGET) -> None:
         """Feed the tail what the pipe holds now, up to *budget* bytes, without blocking."""
@@ -392,7 +400,8 @@ class _Export:
         kill_group(self.proc.pid)
 
     def close(self) -> None:
-        """Kill the group, reap the guard, take the last of its output, close every descriptor.
+        """Kill the group, then reap the guard (in this order: see :meth:`exited`), take the last
+        of its output, close every descriptor.
 
         Blocking, but only for the reap of a SIGKILLed process (the async runner waits for the
         exit first).

@@ -32,7 +32,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import difflib
-import json
 import logging
 import os
 import re
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import BinaryIO, Final
 
 from .._model._errors import UsageError
+from .._model._json import loads as json_loads
 from ._files import Bound, RunFileError, list_in_run, open_in_run, read_in_run
 
 RUN_PATTERN: Final = re.compile(r"^PROF_(\d{6})_(\d{17})_([0-9A-Za-z]+)$")
@@ -89,7 +89,7 @@ def run_start_key(name: str) -> tuple[str, int]:
 
 def _read_json(run_dir: Path, *parts: str) -> dict[str, object] | None:
     try:
-        data = json.loads(read_in_run(run_dir, run_dir.joinpath(*parts), Bound.METADATA))
+        data = json_loads(read_in_run(run_dir, run_dir.joinpath(*parts), Bound.METADATA))
     except (RunFileError, ValueError):
         return None
     return data if isinstance(data, dict) else None

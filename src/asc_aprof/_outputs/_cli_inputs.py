@@ -17,12 +17,12 @@ else an export with ``msprof.py``, under ``--reader``.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .._model._errors import UsageError
+from .._model._json import loads as json_loads
 from .._model._records import ProfilingResult
 from .._model._toolkit import Toolkit
 from .._plans._raw import Reader
@@ -80,7 +80,7 @@ def load_timelines(
 def json_cases(path: Path) -> dict[tuple[str, int | None], str]:
     """Case labels a JSON report carries: (run id, device or None for every device) -> case."""
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}  # load_json reports the problem
     if not isinstance(data, Mapping) or data.get("format") != REPORT_FORMAT:

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import json
 import math
 from array import array
 from collections.abc import Callable, Mapping, Sequence
@@ -52,6 +51,7 @@ from typing import Any, Final
 from .._cann._layout import is_run_dir, list_runs, no_runs_message
 from .._model._counters import TaskCounters
 from .._model._errors import UsageError
+from .._model._json import loads as json_loads
 from .._model._records import ProfilingResult, local_time, utc_text
 from .._model._toolkit import Toolkit
 from .._plans._columns import NO_ID, ColumnBatch, ColumnBuilder, TaskColumns, counter_bytes, group_rows, take
@@ -186,7 +186,7 @@ class JsonRuns:
 
 def _read(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read JSON: {exc}") from exc
 

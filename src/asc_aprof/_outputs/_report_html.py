@@ -31,6 +31,7 @@ from typing import Any, Final
 from .._model._errors import UsageError
 from .._runs._info import RunInfo
 from .._version import __version__
+from ._replace import replacing
 from ._report_model import (
     TIMELINE_BINS,
     TIMELINE_TASKS,
@@ -584,13 +585,10 @@ def render(model: ReportModel) -> tuple[str, int]:
 
 
 def write_html(model: ReportModel, path: str | os.PathLike[str]) -> Path:
-    """Write the page of *model* to *path* (complete or not at all: written beside it, renamed)."""
+    """Write the page of *model* to *path* (complete or not at all: written beside it, renamed; see
+    :func:`~asc_aprof._outputs._replace.replacing`)."""
     text, _ = render(model)
     target = Path(path)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with replacing(target) as stream:
+        stream.write(text.encode("utf-8"))
     return target

@@ -44,6 +44,7 @@ from typing import IO, Any, Final
 from .._model._errors import UsageError
 from .._runs._timeline import TimedTask, Timeline
 from .._version import __version__
+from ._replace import replacing
 
 #: ``tid`` base of the threads that are not a stream (the Runs lane, overlap lanes, no stream id).
 SYNTHETIC_TID: Final = 1 << 20
@@ -253,16 +254,11 @@ def write_trace(timelines: Iterable[Timeline], path: str | os.PathLike[str]) -> 
     """
     target = Path(path)
     lines = trace_lines(timelines)
-    partial = target.with_name(f".{target.name}.partial")
-    try:
-        with open(partial, "wb") as raw:
-            stream: IO[bytes] = raw
-            if target.suffix == ".gz":
-                stream = gzip.GzipFile(target.name, "wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
-            with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as text:
-                for piece in lines:
-                    text.write(piece)
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
+    with replacing(target) as raw:
+        stream: IO[bytes] = raw
+        if target.suffix == ".gz":
+            stream = gzip.GzipFile(target.name, "wb", fileobj=raw, mtime=0)  # type: ignore[assignment]
+        with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as text:
+            for piece in lines:
+                text.write(piece)
     return target

@@ -250,9 +250,12 @@ plain_float(const char *p, const char *q, double *out)
             s++;
         }
         for (; s < q && is_digit(*s); s++, exp_digits++) {
-            if (exponent < 10000) {
-                exponent = exponent * 10 + (*s - '0');
+            if (exponent >= 10000) {
+                /* no cap: with 10,000 zeros after the point, 1e100005 is 1e90004 (inf), not
+                 * 0.1; Python reads such an exponent (its value or its error) */
+                return ROW_FALLBACK;
             }
+            exponent = exponent * 10 + (*s - '0');
         }
         if (exp_digits == 0) {
             return ROW_FALLBACK;
@@ -987,18 +990,28 @@ group_rows(PyObject *Py_UNUSED(module), PyObject *args)
         return NULL;
     }
     Py_ssize_t n = dev_size / 4;
-    if (n > INT32_MAX || (nnames && ndev > ((Py_ssize_t)1 << 28) / nnames)) {
-        PyErr_SetString(PyExc_OverflowError, "group_rows: too many rows or (device, name) pairs");
+    if (n > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "group_rows: too many rows");
         return NULL;
     }
     const int32_t *dev = (const int32_t *)dev_raw, *name = (const int32_t *)name_raw;
-    Py_ssize_t cells = ndev * nnames;
-    int32_t *group_of = PyMem_Malloc((size_t)(cells + 1) * sizeof(int32_t)); /* pair -> group */
+    /* pair -> group: a dense ndev x nnames table while it is small against the rows; else an
+     * open-addressing hash of twice the rows (16,384 rows of distinct devices and names would
+     * make the dense table 1 GiB). */
+    int dense = nnames == 0 || (ndev <= (n * 2 + 4096) / nnames);
+    Py_ssize_t cells = dense ? ndev * nnames : 2;
+    int bits = 1;
+    while (!dense && cells < 2 * (n + 1)) {
+        cells *= 2;
+        bits++;
+    }
+    int32_t *group_of = PyMem_Malloc((size_t)(cells + 1) * sizeof(int32_t));
+    uint64_t *pair_of = dense ? NULL : PyMem_Malloc((size_t)cells * sizeof(uint64_t)); /* hash keys */
     int32_t *row_group = PyMem_Malloc((size_t)(n + 1) * sizeof(int32_t));
     Py_ssize_t *count = NULL, *pos = NULL;
     int32_t *first = NULL;
     PyObject *keys = NULL, *order = NULL, *starts = NULL, *result = NULL;
-    if (group_of == NULL || row_group == NULL) {
+    if (group_of == NULL || row_group == NULL || (!dense && pair_of == NULL)) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1018,7 +1031,19 @@ group_rows(PyObject *Py_UNUSED(module), PyObject *args)
             PyErr_SetString(PyExc_ValueError, "group_rows: a code out of range");
             goto done;
         }
-        int32_t *slot = &group_of[(Py_ssize_t)d * nnames + m];
+        int32_t *slot;
+        if (dense) {
+            slot = &group_of[(Py_ssize_t)d * nnames + m];
+        }
+        else {
+            uint64_t pair = ((uint64_t)(uint32_t)d << 32) | (uint32_t)m;
+            size_t mask = (size_t)cells - 1, h = (size_t)((pair * 0x9E3779B97F4A7C15ULL) >> (64 - bits));
+            while (group_of[h] >= 0 && pair_of[h] != pair) {
+                h = (h + 1) & mask;
+            }
+            pair_of[h] = pair;
+            slot = &group_of[h];
+        }
         if (*slot < 0) {
             if (ngroups == cap) {
                 cap *= 2;
@@ -1095,6 +1120,7 @@ group_rows(PyObject *Py_UNUSED(module), PyObject *args)
     result = Py_BuildValue("(OOO)", keys, order, starts);
 done:
     PyMem_Free(group_of);
+    PyMem_Free(pair_of);
     PyMem_Free(row_group);
     PyMem_Free(count);
     PyMem_Free(first);

@@ -116,6 +116,7 @@ from .._cann._files import Bound, RunFileError, read_in_run
 from .._model._defaults import CONFIDENCE, FIRST_REPS, MAX_REPS, REL_WIDTH, SEED
 from .._model._enums import AicoreMetrics
 from .._model._errors import AprofError, InvalidArgumentError
+from .._model._json import loads as json_loads
 from .._model._records import ProfilingTask
 from .._model._warmup import warming_up
 from .._plans._bench import (
@@ -497,7 +498,7 @@ def load_cached(
 ) -> TuneResult[ConfigT] | None:
     """The stored result, or None (missing, unreadable, or stored for other fields)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_loads(path.read_text(encoding="utf-8"))
         if data.get("format") != CACHE_FORMAT or data.get("version") != CACHE_VERSION:
             return None
         if data["fields"] != json.loads(json.dumps(fields, sort_keys=True)):
@@ -574,7 +575,7 @@ def platform_of(info: Mapping[str, Any], toolkit_library: Path) -> tuple[str, st
 def read_info(run_dir: Path) -> dict[str, Any]:
     """The run's ``host/info.json`` (read by the one reading rule), or {} where it has none."""
     try:
-        data = json.loads(read_in_run(run_dir, run_dir / "host" / "info.json", Bound.METADATA))
+        data = json_loads(read_in_run(run_dir, run_dir / "host" / "info.json", Bound.METADATA))
     except (RunFileError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

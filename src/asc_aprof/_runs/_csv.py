@@ -130,23 +130,42 @@ def cell_ns(text: str | None, unit_ns: int | None) -> int | None:
     The cell may carry msprof's trailing TAB and, on the row loop's fast split, its quotes.
     msprof's forms (whole ns, or us with up to three decimals) are converted with integer
     arithmetic; anything else goes through :class:`decimal.Decimal` (finer than 1 ns rounds
-    half-even).
+    half-even) in a context of its own, bounded: a cell of more than 64 characters or over
+    10**30 units is None, not a start time.
     """
     if text is None or unit_ns is None:
         return None
     cell = text.strip().strip('"')
+    if len(cell) > _CELL_MAX:  # (int() refuses over 4300 digits; no clock needs 64)
+        return None
     whole, _, frac = cell.partition(".")
     if whole.isascii() and whole.isdigit() and frac.isascii() and (frac.isdigit() or not frac):
         digits = len(str(unit_ns)) - 1  # unit_ns is 1 or 1000
         if len(frac) <= digits:
             return int(whole) * unit_ns + (int(frac.ljust(digits, "0")) if frac else 0)
     try:
-        value = decimal.Decimal(cell) * unit_ns
+        value = _CELL_CONTEXT.create_decimal(cell)
     except (decimal.InvalidOperation, ValueError):
         return None
-    if not value.is_finite():
-        return None
-    return int(value.to_integral_value())
+    # Bounded before any arithmetic: 1e999990 ns would take a minute to become an int.
+    if not value.is_finite() or not value or value.adjusted() > _CELL_EXP_MAX:
+        return 0 if value.is_zero() else None
+    return int(_CELL_CONTEXT.to_integral_value(_CELL_CONTEXT.multiply(value, unit_ns)))
+
+
+#: The longest start cell taken by its Decimal form (msprof's have 20 characters), and the
+#: largest power of ten of its unit kept (10**30 ns or µs is far past any clock).
+_CELL_MAX: Final = 64
+_CELL_EXP_MAX: Final = 30
+#: cell_ns's own arithmetic: exact for every cell it takes, whatever the caller's decimal context;
+#: nothing traps but a malformed cell (a tiny value just rounds to 0 ns).
+_CELL_CONTEXT: Final = decimal.Context(
+    prec=_CELL_MAX + 4,
+    rounding=decimal.ROUND_HALF_EVEN,
+    Emax=decimal.MAX_EMAX,
+    Emin=decimal.MIN_EMIN,
+    traps=[decimal.InvalidOperation],
+)
 
 
 def _start_ns(parser: TaskParser, text: str | None) -> int | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import enum
-import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Final
 
 from .._cann._files import Bound, RunFileMissing, list_in_run, read_in_run
 from .._cann._layout import DEVICE_DIR_PATTERN
+from .._model._json import loads as json_loads
 
 #: Chips by ``platform_version`` in ``info.json`` (the two the raw reader verified on hardware).
 CHIPS: Final = {"5": "Ascend 910B", "7": "Ascend 310B"}
@@ -98,7 +98,7 @@ def _json(run: Path, rel: str) -> Mapping[str, Any]:
     """The JSON object in *rel*, {} where it is missing or not JSON (a link or a special file is
     refused: :class:`~asc_aprof.RunFileError`)."""
     try:
-        data = json.loads(read_in_run(run, run / rel, Bound.METADATA))
+        data = json_loads(read_in_run(run, run / rel, Bound.METADATA))
     except (RunFileMissing, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -228,8 +228,11 @@ def read_run(
     """
     path = Path(run_dir)
     try:
+        # The files are read before the pause: a read that blocks (and a cancelled
+        # read_run_async abandons) must not keep the collector off for the whole process.
+        plan, files = _files(path, counters)
         with _decoding():
-            return decode_run(*_files(path, counters), with_task_time=with_task_time, with_counters=counters)
+            return decode_run(plan, files, with_task_time=with_task_time, with_counters=counters)
     except DeclinedError as exc:
         return exc.declined
     except RunFileError:
@@ -246,8 +249,9 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
     *pmu*: also op_summary's PMU cells as printed (``DeviceRows.pmu_header`` / ``pmu_cells``).
     """
     try:
+        plan, files = _files(Path(run_dir), pmu)  # read before the pause, as in read_run
         with _decoding():
-            return export_rows(*_files(Path(run_dir), pmu), pmu=pmu)
+            return export_rows(plan, files, pmu=pmu)
     except DeclinedError as exc:
         return exc.declined
 

@@ -8,7 +8,8 @@ the ``sys.path`` entry of this package, whose raw reader the script runs) and ``
 The library is the one ``pip install`` compiled into the package when it matches the source
 (see :mod:`asc_aprof.sim._buildspec`), so first use compiles nothing; without it the source is
 compiled here, which needs a C compiler. The tree is built in a temporary sibling directory and
-renamed into place, so two processes building at once both end up with one complete tree.
+renamed into place, so two processes building at once both end up with one complete tree. A tree
+is used only when it, its folders and files are the user's own and writable by no one else.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -89,9 +91,56 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+#: The files of a tree; every one, and every folder down to it, must be trusted (see :func:`_untrusted`).
+_PARTS: Final = (
+    Path("lib64") / LIBRARY_NAME,
+    MSPROF_SCRIPT,
+    MSPROF_SCRIPT.with_name(SITE_FILE),
+    Path("set_env.sh"),
+)
+
+
 def _complete(root: Path) -> bool:
-    return all(
-        (root / part).is_file() for part in (Path("lib64") / LIBRARY_NAME, MSPROF_SCRIPT, Path("set_env.sh"))
+    return all((root / part).is_file() for part in _PARTS)
+
+
+def _untrusted(root: Path) -> str | None:
+    """Why the tree at *root* must not be used, or None. ctypes loads its library and exports
+    run its ``msprof.py``: on a shared cache another user could plant either, so the tree, every
+    folder below it and every file must be this user's, no link, and writable by no one else."""
+    me = os.getuid()
+    paths = {root}
+    for part in _PARTS:
+        paths.update(root / parent for parent in part.parents)
+        paths.add(root / part)
+    for path in sorted(paths):
+        found = path.lstat()
+        if stat.S_ISLNK(found.st_mode):
+            return f"{path} is a symbolic link"
+        if found.st_uid != me:
+            return f"{path} belongs to user {found.st_uid}, not to you ({me})"
+        if found.st_mode & 0o022:
+            return f"{path} is writable by others (mode {stat.S_IMODE(found.st_mode):o})"
+    return None
+
+
+def _usable(root: Path) -> bool:
+    """Whether the tree at *root* is complete and trusted. A tree of this user's that is not
+    trusted is removed (to be built again); another user's one is refused."""
+    if not _complete(root):
+        return False
+    why = _untrusted(root)
+    if why is None:
+        return True
+    if root.lstat().st_uid == os.getuid() and not root.is_symlink():
+        shutil.rmtree(root, ignore_errors=True)
+        return False
+    raise SimulatorBuildError(
+        f"the simulated toolkit in {root} is not trusted ({why}): remove it, or set "
+        f"{CACHE_VARIABLE} to a directory of your own",
+        command=(),
+        returncode=None,
+        stderr_tail="",
     )
 
 
@@ -124,6 +173,13 @@ def _build_into(tree: Path, final: Path) -> None:
     shutil.copyfile(MSPROF_SOURCE, script)
     (script.parent / SITE_FILE).write_text(f"{PACKAGE_SITE}\n", encoding="utf-8")
     (tree / "set_env.sh").write_text(_set_env_text(final), encoding="utf-8")
+    # Writable by no one else whatever the umask (a group-writable tree is not trusted).
+    os.chmod(tree, 0o755)
+    for part in _PARTS:
+        for parent in part.parents:
+            if parent != Path("."):
+                os.chmod(tree / parent, 0o755)
+        os.chmod(tree / part, 0o755 if part.parent.name == "lib64" else 0o644)
 
 
 def ensure_built() -> Path:
@@ -133,10 +189,10 @@ def ensure_built() -> Path:
         compile failed
     """
     final = cache_base() / f"sim-{source_hash()}"
-    if _complete(final):
+    if _usable(final):
         return final
     with _lock:
-        if _complete(final):
+        if _usable(final):
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         tree = Path(tempfile.mkdtemp(prefix=".building-", dir=final.parent))
@@ -146,7 +202,7 @@ def ensure_built() -> Path:
                 os.rename(tree, final)
             except OSError:
                 # Another process won the race (or left a broken tree behind).
-                if not _complete(final):
+                if not _usable(final):
                     shutil.rmtree(final, ignore_errors=True)
                     os.rename(tree, final)
         finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import array
 import configparser
 import dataclasses
-import json
 import mmap
 import re
 import struct
@@ -19,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
 from typing import Any, Final, NamedTuple, TypeAlias
 
+from ..._model._json import loads as json_loads
 from ._types import DeclinedError, DeclineReason
 
 #: Magic of every host record (``aging.*`` / ``unaging.*`` compact and additional files).
@@ -525,7 +525,11 @@ def type_info_dic(data: RawData, into: dict[str, dict[str, str]]) -> None:
             # The exporter fails on such a line and loses every type name of the run.
             raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
         level, number = parts
-        if number.isdigit() and level.isdigit() and int(level) in LEVELS:
+        if number.isdigit() and level.isdigit():
+            if not level.isdecimal():  # "²": the exporter's int() fails on it too
+                raise DeclinedError(DeclineReason.MALFORMED, f"type_info_dic line {line.strip()!r}")
+            if int(level) not in LEVELS:
+                continue
             into.setdefault(LEVELS[int(level)], {})[number] = value
 
 
@@ -533,7 +537,7 @@ def json_object(data: RawData, what: str) -> dict[str, object]:
     """The JSON object on the first line of *data* (as the exporter reads info/sample/start_info)."""
     first = _text(data, what).split("\n", 1)[0]
     try:
-        value = json.loads(first)
+        value = json_loads(first)
     except ValueError as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -569,9 +573,9 @@ def ini_first_section(data: RawData, what: str) -> Mapping[str, str]:
     parser = configparser.ConfigParser()
     try:
         parser.read_string(text)
+        sections = parser.sections()
+        if not sections:
+            raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
+        return dict(parser.items(sections[0]))  # (interpolates: a stray % raises here)
     except configparser.Error as exc:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {exc}") from None
-    sections = parser.sections()
-    if not sections:
-        raise DeclinedError(DeclineReason.MALFORMED, f"{what} has no section")
-    return dict(parser.items(sections[0]))

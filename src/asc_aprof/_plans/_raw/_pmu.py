@@ -49,6 +49,7 @@ row) is computed here from the exporter's code ("parser only") and the raw reade
 from __future__ import annotations
 
 import dataclasses
+import math
 import sqlite3
 import struct
 from collections import deque
@@ -678,9 +679,12 @@ def _number(info: Mapping[str, object], key: str, what: str) -> float:
     device = info.get("DeviceInfo")
     entry = device[0] if isinstance(device, list) and device and isinstance(device[0], dict) else {}
     try:
-        return float(str(entry.get(key, "")))
+        value = float(str(entry.get(key, "")))
     except ValueError:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what}: info.json {key} is not a number") from None
+    if not math.isfinite(value):  # (int() of it raises; a clock of inf Hz divides to nan)
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what}: info.json {key} is not a finite number")
+    return value
 
 
 Value = float | int | str

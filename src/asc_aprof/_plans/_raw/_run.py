@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import math
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -57,6 +58,7 @@ from ._decode import (
 )
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
+from ._sqlite import check_storable
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
@@ -319,8 +321,16 @@ class DeviceClock:
 
     def local(self, ns: float) -> str:
         """The printed start time: ``Decimal(str(ns)) / 1000 + offset``, 3 decimals (exact shifts)."""
-        value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
-        return str(value.quantize(_MILLI, context=_DECIMAL))
+        try:
+            value = _DECIMAL.add(decimal.Decimal(repr(ns)).scaleb(-3, _DECIMAL), self.offset)
+            if value.is_finite():
+                return str(value.quantize(_MILLI, context=_DECIMAL))
+        except decimal.InvalidOperation:  # over 28 digits: clock metadata far out of range
+            pass
+        raise DeclinedError(
+            DeclineReason.MALFORMED,
+            f"start time out of range ({ns!r} ns + {self.offset} µs): odd clock metadata",
+        )
 
     def printed(self, ns: float) -> tuple[str, int]:
         """(:meth:`local`, the same value as integer ns), in integer arithmetic where it is exact.
@@ -382,7 +392,7 @@ class DeviceClock:
                         continue
             start = self.local(ns)
             text_append(start)
-            out_append(int(decimal.Decimal(start) * 1000))
+            out_append(int(_DECIMAL.multiply(decimal.Decimal(start), 1000)))  # not the caller's context
         return texts, out
 
     def kept_ns(self, start_ns: int, start: str | None, duration_us: float) -> bool:
@@ -469,6 +479,8 @@ def _number(value: object, what: str) -> float:
         result = float(str(value))
     except ValueError:
         raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a number: {value!r}") from None
+    if not math.isfinite(result):  # nan, inf, 1e400: no clock; the exporter's arithmetic fails
+        raise DeclinedError(DeclineReason.MALFORMED, f"{what} is not a finite number: {value!r}")
     return result
 
 
@@ -501,7 +513,7 @@ def _clock(
         mono = int(host_start["clock_monotonic_raw"])
         diff = host_start.get("cntvct_diff", "")
         host_mon_ns = mono + round(int(diff) * 1e9 / host_freq) if diff else mono
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, OverflowError):  # (OverflowError: a huge diff or a tiny frequency)
         raise DeclinedError(DeclineReason.MALFORMED, f"{folder}/host_start.log is incomplete") from None
     begin = start_info.get("collectionTimeBegin")
     raw = start_info.get("clockMonotonicRaw")
@@ -1255,10 +1267,15 @@ def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device]
 
     hashes: dict[str, str] = {}
     for path in plan.host_data.get("hash_dic", ()):
-        hash_dic(files[path], hashes)
+        one: dict[str, str] = {}
+        hash_dic(files[path], one)
+        _merge_names(hashes, one, path, "hash")
     types: dict[str, dict[str, str]] = {}
     for path in plan.host_data.get("type_info_dic", ()):
-        type_info_dic(files[path], types)
+        levels: dict[str, dict[str, str]] = {}
+        type_info_dic(files[path], levels)
+        for level, names in levels.items():
+            _merge_names(types.setdefault(level, {}), names, path, f"{level} type")
     host = HostRecords(hashes, types)
     # Decoded here (declines in this order), or kept for the C host loops to read in place.
     host.take("apis", joined(files[p] for p in plan.host_data.get("api_event", ())))
@@ -1300,6 +1317,35 @@ def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
         raise DeclinedError(DeclineReason.UNSUPPORTED, f"{folder}: over {CSV_LIMIT} {what} rows")
 
 
+def _merge_names(into: dict[str, str], more: Mapping[str, str], path: str, what: str) -> None:
+    """*more* (one hash_dic or type_info_dic file) into *into*, declining a key that another
+    file names differently: msprof.py reads the slices by slice number, then in directory
+    listing order (aging and unaging files of one number in either order), and the last name
+    wins, so the answer would rest on an order this reader does not share."""
+    for key, name in more.items():
+        if into.setdefault(key, name) != name:
+            raise DeclinedError(
+                DeclineReason.AMBIGUOUS,
+                f"{what} {key} is named both {into[key]!r} and {name!r} ({path} and another slice)",
+            )
+
+
+def _check_sample_devices(plan: RunPlan, files: Mapping[str, RawData]) -> None:
+    """Decline unless each ``device_N/sample.json`` names exactly its own device: its
+    ``devices`` decides what msprof.py exports (``"0,1"``: every row twice; ``""``, no key or a
+    number: no CSV at all), and only the own id is verified (every real run has it)."""
+    for dev in plan.devices:
+        if dev.sample not in files:
+            raise DeclinedError(DeclineReason.MISSING_FILE, f"{dev.folder} has no sample.json")
+        devices = json_object(files[dev.sample], f"{dev.folder}/sample.json").get("devices")
+        if devices != str(dev.device):
+            raise DeclinedError(
+                DeclineReason.UNSUPPORTED,
+                f"{dev.folder}/sample.json devices={devices!r}, not {str(dev.device)!r}: msprof.py "
+                "would export these rows otherwise (repeated, or not at all)",
+            )
+
+
 def decode_run(
     plan: RunPlan, files: Mapping[str, RawData], *, with_task_time: bool = False, with_counters: bool = False
 ) -> RawResult:
@@ -1310,6 +1356,8 @@ def decode_run(
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
+    check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
     outputs, level0 = _outputs(plan, files)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
@@ -1394,6 +1442,8 @@ def export_rows(plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = Fals
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
+    check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
     outputs, level0 = _outputs(plan, files)
     devices: list[DeviceRows] = []
     for out in outputs:

@@ -1,0 +1,65 @@
+"""Values the real exporter cannot store: it drops the whole table, so the raw reader declines.
+
+msprof.py writes the decoded records into SQLite before it joins them, and SQLite integers are
+signed 64-bit: a record holding an unsigned 64-bit word of 2**63 or more makes the insert raise
+(``OverflowError: Python int too large to convert to SQLite INTEGER``), and the exporter loses
+that whole table (310b_addcmul with one task_track timestamp set so: 5 rows of ``N/A`` where the
+raw reader gave 1 task; 910b_l1_div with one ffts_profile word so: 521 ``KERNEL_AIVEC`` rows for
+509 ``AI_VECTOR_CORE``). Such a run is declined, never answered differently.
+
+Only the top byte of each such word is looked at (little-endian: its last byte), as one strided
+slice per file, so the check costs a pass over a sixty-fourth of the bytes, not a decode. Records
+may span slice files: each file is read at the phase the bytes before it leave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Final
+
+from ._decode import HOST_COMPACT_SIZE, RawData
+from ._pmu import PMU_SIZE
+from ._types import DeclinedError, DeclineReason
+
+#: (record size, offsets of the unsigned 64-bit words the exporter stores) per kind of file
+_TIMESTAMP: Final = 16  # task_track and node_basic_info: the header's timestamp
+_HOST_WORDS: Final = (HOST_COMPACT_SIZE, (_TIMESTAMP,))
+#: ffts_profile ("<4HQ4HQ12Q"): the words the exporter's FftsPmuBean keeps: the total cycles
+#: (field 10), the 8 PMU events (12-19) and the two times (20-21); fields 4, 9 and 11 it ignores
+_FFTS_WORDS: Final = (PMU_SIZE, (32, *range(48, PMU_SIZE, 8)))
+
+
+def _top_bit_at(slices: Iterable[RawData], size: int, offsets: tuple[int, ...]) -> bool:
+    before = 0
+    for data in slices:
+        phase = before % size
+        for offset in offsets:
+            top = (offset + 7 - phase) % size  # the word's last byte, in this file's bytes
+            if max(data[top::size], default=0) >= 0x80:
+                return True
+        before += len(data)
+    return False
+
+
+def check_storable(
+    host_data: Mapping[str, tuple[str, ...]], ffts: Iterable[tuple[str, ...]], files: Mapping[str, RawData]
+) -> None:
+    """Decline the run when a record the exporter stores holds a word of 2**63 or more.
+
+    *host_data*: the plan's host files per kind; *ffts*: each device's ffts_profile files, looked
+    at where they were read (with counters).
+
+    :raises DeclinedError: UNSUPPORTED, naming the file kind
+    """
+    for kind in ("task_track", "node_basic_info"):
+        names = host_data.get(kind, ())
+        if _top_bit_at((files[n] for n in names if n in files), *_HOST_WORDS):
+            raise DeclinedError(DeclineReason.UNSUPPORTED, _message(f"a {kind} timestamp", names))
+    for names in ffts:
+        if _top_bit_at((files[n] for n in names if n in files), *_FFTS_WORDS):
+            raise DeclinedError(DeclineReason.UNSUPPORTED, _message("an ffts_profile word", names))
+
+
+def _message(what: str, names: tuple[str, ...]) -> str:
+    where = names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
+    return f"{what} of 2**63 or more in {where}: msprof.py cannot store it and drops the whole table"
