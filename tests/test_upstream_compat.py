@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+import subprocess
 from pathlib import Path
 
 import numpy
@@ -111,3 +113,48 @@ def test_profile_types_accept_a_list_as_upstream_passes_it(
         ),
     ):
         pass
+
+
+def test_populate_tasks_appends_every_row_and_names_a_bad_line(tmp_path: Path) -> None:
+    csv_file = tmp_path / "op_summary_0_1.csv"
+    csv_file.write_text(
+        "Task ID,Op Name,Task Type,Task Duration(us)\n3,add,AI_CORE,2.5\n4,N/A,PLACE_HOLDER_SQE,0.1\n",
+        encoding="utf-8",
+    )
+    tasks: list[ProfilingTask] = [ProfilingTask(0, "before", "AI_CORE", 1.0)]
+    columns = ("Task ID", "Op Name", "Task Type", "Task Duration(us)")
+    assert Profiler.populate_tasks(csv_file, *columns, tasks) is None  # a classmethod, as upstream's
+    assert tasks == [
+        ProfilingTask(0, "before", "AI_CORE", 1.0),
+        ProfilingTask(3, "add", "AI_CORE", 2.5),  # device None: the file says none
+        ProfilingTask(4, "N/A", "PLACE_HOLDER_SQE", 0.1),  # control rows stay, as upstream keeps them
+    ]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("Task ID,Op Name,Task Type,Task Duration(us)\n3,add,AI_CORE,2.5\nx,add,AI_CORE,1\n")
+    with pytest.raises(ParseError) as caught:
+        Profiler.populate_tasks(str(bad), *columns, tasks)
+    assert caught.value.source == str(bad) and caught.value.line == 3
+    assert str(caught.value).startswith(f"{bad}:3: 'Task ID' is 'x', not an integer")
+    with pytest.raises(ParseError, match="no column 'task_time\\(us\\)' in the header"):
+        Profiler.populate_tasks(csv_file, "Task ID", "Op Name", "Task Type", "task_time(us)", [])
+
+
+def test_export_error_pickles_as_a_called_process_error() -> None:
+    error = ExportError(
+        "msprof.py export summary exited with 3",
+        command=["python3", "msprof.py", "export", "summary"],
+        returncode=3,
+        output_tail="[ERROR] no data",
+        diagnostics="[ERROR] no data",
+    )
+    copy = pickle.loads(pickle.dumps(error))
+    assert isinstance(copy, subprocess.CalledProcessError) and isinstance(copy, ExportError)
+    # the fields upstream's callers read from a CalledProcessError, as the original has them
+    fields = ("returncode", "cmd", "output", "stdout", "stderr")
+    assert [getattr(copy, f) for f in fields] == [getattr(error, f) for f in fields]
+    assert copy.cmd == ["python3", "msprof.py", "export", "summary"] and copy.returncode == 3
+    assert copy.stderr == "[ERROR] no data" and copy.output is None and str(copy) == str(error)
+    try:
+        raise copy
+    except subprocess.CalledProcessError as caught:  # upstream code's except clause
+        assert caught is copy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,13 +50,18 @@ class _Recorder:
 
 
 class RecordingProfiler(Profiler):
-    """The ``aprof`` fixture with ``--aprof``: a :class:`Profiler` recording every call's result."""
+    """The ``aprof`` and ``profiler`` fixtures when profiling: a :class:`Profiler` recording
+    every call's result; *default_device* (``--device``) stands for ``device_id=None``."""
 
     enabled = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, default_device: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.recorder = _Recorder()
+        self.default_device = default_device
+
+    def _device(self, device_id: int | None) -> int:  # type: ignore[override]
+        return Profiler._device(self.default_device if device_id is None else device_id)
 
     @contextlib.contextmanager
     def profile(
@@ -195,3 +201,28 @@ def record(
             entries = _profile_entries(record, skip)
         for entry in entries:
             into.append({"test": request.node.nodeid, "call": index, **entry})
+
+
+def test_folder(root: Path, nodeid: str) -> Path:
+    """The folder of a test's raw runs under ``--profile-path`` *root*, named from its node id as
+    pyasc's conftest names it (``:`` and ``/`` become ``_``, spaces go), created."""
+    folder = root / nodeid.replace(":", "_").replace("/", "_").replace(" ", "")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def upstream_row(nodeid: str, profiler: RecordingProfiler, skip: int) -> dict[str, Any]:
+    """A "Profiling results" row: the median of the test's last result (pyasc's
+    ``task_time_median(last_result.tasks, skip=1)``), or why there is none."""
+    if not profiler.results:  # last_result raises then, as upstream's does
+        return {
+            "test": nodeid,
+            "duration": None,
+            "note": "the test stored no result: no profile() block ended",
+        }
+    result = profiler.last_result
+    try:
+        duration: float | None = task_time_median(result.tasks, skip=skip)
+    except ValueError as exc:
+        return {"test": nodeid, "duration": None, "note": str(exc).splitlines()[0]}
+    return {"test": nodeid, "duration": duration, "note": ""}

@@ -825,8 +825,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         )
     else:
         print(
-            "\nThe runs were deleted at exit; to keep them and try summary, report and trace on them: "
-            "asc-aprof demo --out DIR"
+            "\nThe runs were deleted at exit; to keep them and try summary, report and trace on\n"
+            "them: asc-aprof demo --out DIR"
         )
     return 0
 
@@ -862,8 +862,11 @@ def _print_demo(
         rows,
     )
     print(
-        "A case is one profiling window of a sweep: the same three kernels, a little slower per case, "
-        "as a tile-size sweep would run them; each device profiles one case at a time."
+        textwrap.fill(
+            "A case is one profiling window of a sweep: the same three kernels, a little slower per "
+            "case, as a tile-size sweep would run them; each device profiles one case at a time.",
+            width=80,
+        )
     )
 
 

@@ -22,13 +22,28 @@ marker of its own already.
 
 With ``--aprof`` but no CANN toolkit, the fixtures skip the test (one-sentence reason), unless
 ``--aprof-simulate`` selects the simulated toolkit.
+
+**pyasc's fixture, as a drop-in.** pyasc's test suites define, in their conftest, the options
+``--profile``, ``--runs N``, ``--device`` and ``--profile-path DIR`` and the fixtures ``profiler``
+and ``runs``; this plugin provides the same (and ``device_id``), so a suite can delete that code
+and keep its tests and command lines. ``--profile`` and ``--aprof`` both switch profiling on, for
+every fixture. ``profiler`` is a :class:`~asc_aprof.Profiler` whose raw runs go to
+``DIR/<node id made a folder name>`` (else a pytest temporary folder), a pass-through profiler
+without profiling or when the project's own ``backend`` fixture names a pyasc backend other than
+NPU; at teardown it records ``task_time_median(last_result.tasks, skip=--aprof-skip)``, and a
+"Profiling results" section lists ``<node id>: <median> μs`` per test, as pyasc's conftest prints
+it. The upstream-named options are registered after the initial conftests are loaded, each only
+when no conftest registered it already, and a conftest's own fixture of the same name wins over
+the plugin's (pytest's rule), so a project that keeps its own profiler code keeps its behaviour.
 """
 
 from __future__ import annotations
 
+import argparse
+import enum
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +60,34 @@ if TYPE_CHECKING:
 
 _RECORDS_KEY = pytest.StashKey[list[dict[str, Any]]]()
 _RESULTS_KEY = pytest.StashKey[list["ProfilingResult"]]()
+# the "Profiling results" rows of the ``profiler`` fixture (pyasc's table)
+_UPSTREAM_KEY = pytest.StashKey[list[dict[str, Any]]]()
+# the upstream-named options this plugin registered (a conftest may have registered its own)
+_OWNED_KEY = pytest.StashKey[frozenset[str]]()
+# whether a test used ``aprof`` / ``aprof_async`` with profiling on (their table is then shown)
+_APROF_USED_KEY = pytest.StashKey[bool]()
+
+#: pyasc's conftest options: (names, argparse attributes), registered where no conftest has them.
+_UPSTREAM_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--profile", {"action": "store_true", "help": "profile the tests (as --aprof; pyasc's spelling)"}),
+    (
+        "--profile-path",
+        {
+            "metavar": "DIR",
+            "default": None,
+            "help": "keep the profiler fixture's raw runs in DIR, a folder per test (else a temporary one)",
+        },
+    ),
+    ("--runs", {"type": int, "default": 1, "help": "kernel launches per test: the runs fixture (default 1)"}),
+    (
+        "--device",
+        {
+            "type": int,
+            "default": None,
+            "help": "device the profiler fixture profiles by default; the device_id fixture",
+        },
+    ),
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -52,7 +95,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--aprof",
         action="store_true",
-        help="profile tests that use the aprof fixtures (without it they run unprofiled)",
+        help="profile tests that use the aprof or profiler fixtures (without it they run unprofiled)",
     )
     group.addoption(
         "--aprof-skip", type=int, default=1, help="warm-up samples dropped per kernel (default 1)"
@@ -64,9 +107,53 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--aprof-simulate", action="store_true", help="use the simulated CANN toolkit")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(
+    early_config: pytest.Config, parser: pytest.Parser, args: list[str]
+) -> Generator[None, None, None]:
+    """Register pyasc's option names once the initial conftests registered theirs: a project
+    that keeps its own ``--profile`` (or ``--runs``, ``--device``, ``--profile-path``) keeps it."""
+    yield
+    group = parser.getgroup("aprof", "asc-aprof kernel profiling")
+    owned = set()
+    for name, attrs in _UPSTREAM_OPTIONS:
+        try:
+            group.addoption(name, **attrs)
+        except (ValueError, argparse.ArgumentError):
+            continue  # a conftest registered it (its own fixture reads it)
+        owned.add(name)
+    early_config.stash[_OWNED_KEY] = frozenset(owned)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_RECORDS_KEY] = []
     config.stash[_RESULTS_KEY] = []
+    config.stash[_UPSTREAM_KEY] = []
+    config.stash[_APROF_USED_KEY] = False
+
+
+def _owned(config: pytest.Config, name: str) -> bool:
+    """Whether the upstream-named option *name* is this plugin's (not a conftest's own)."""
+    return name in config.stash.get(_OWNED_KEY, frozenset())
+
+
+def _profiling(config: pytest.Config) -> bool:
+    """``--aprof``, or pyasc's ``--profile`` where it is this plugin's option."""
+    return bool(config.getoption("--aprof")) or (
+        _owned(config, "--profile") and bool(config.getoption("--profile"))
+    )
+
+
+def _npu_backend(request: pytest.FixtureRequest) -> bool:
+    """False when the project's ``backend`` fixture is a pyasc-style backend enum (one with an
+    ``NPU`` member) naming another backend: pyasc's fixture profiles on NPU only."""
+    try:
+        backend = request.getfixturevalue("backend")
+    except pytest.FixtureLookupError:
+        return True
+    if isinstance(backend, enum.Enum) and "NPU" in type(backend).__members__:
+        return backend is type(backend).__members__["NPU"]
+    return True
 
 
 def pytest_collection_modifyitems(
@@ -90,7 +177,7 @@ def pytest_collection_modifyitems(
 @pytest.fixture
 def aprof(request: pytest.FixtureRequest) -> Iterator[RecordingProfiler | PassThroughProfiler]:
     """A :class:`Profiler` with ``--aprof`` (recording every call), else a pass-through one."""
-    if not request.config.getoption("--aprof"):
+    if not _profiling(request.config):
         from ._profilers._passthrough import PassThroughProfiler
 
         yield PassThroughProfiler()
@@ -98,6 +185,7 @@ def aprof(request: pytest.FixtureRequest) -> Iterator[RecordingProfiler | PassTh
     from ._pytest_recording import RecordingProfiler, record, toolkit_for
 
     profiler = RecordingProfiler(toolkit=toolkit_for(request.config))
+    request.config.stash[_APROF_USED_KEY] = True
     yield profiler
     record(request, profiler, request.config.stash[_RECORDS_KEY], request.config.stash[_RESULTS_KEY])
 
@@ -107,7 +195,7 @@ def aprof_async(
     request: pytest.FixtureRequest,
 ) -> Iterator[RecordingAsyncProfiler | PassThroughAsyncProfiler]:
     """An :class:`AsyncProfiler` with ``--aprof`` (recording every call), else a pass-through one."""
-    if not request.config.getoption("--aprof"):
+    if not _profiling(request.config):
         from ._profilers._passthrough import PassThroughAsyncProfiler
 
         yield PassThroughAsyncProfiler()
@@ -115,12 +203,66 @@ def aprof_async(
     from ._pytest_recording import RecordingAsyncProfiler, record, toolkit_for
 
     profiler = RecordingAsyncProfiler(toolkit=toolkit_for(request.config))
+    request.config.stash[_APROF_USED_KEY] = True
     yield profiler
     record(request, profiler, request.config.stash[_RECORDS_KEY], request.config.stash[_RESULTS_KEY])
 
 
+@pytest.fixture
+def profiler(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RecordingProfiler | PassThroughProfiler]:
+    """pyasc's ``profiler`` fixture: a :class:`Profiler` with ``--profile`` (or ``--aprof``), its
+    raw runs in ``--profile-path``/<test> (else a temporary folder), whose last result's median is
+    a "Profiling results" row; else a pass-through profiler."""
+    config = request.config
+    if not _profiling(config) or not _npu_backend(request):
+        from ._profilers._passthrough import PassThroughProfiler
+
+        yield PassThroughProfiler()
+        return
+    from ._pytest_recording import RecordingProfiler, record, test_folder, toolkit_for, upstream_row
+
+    toolkit = toolkit_for(config)
+    where = config.getoption("--profile-path") if _owned(config, "--profile-path") else None
+    if where:
+        result_path = test_folder(config.invocation_params.dir / where, request.node.nodeid)
+    else:
+        result_path = tmp_path_factory.mktemp("profiler")
+    device = config.getoption("--device") if _owned(config, "--device") else None
+    profiler = RecordingProfiler(result_path, toolkit=toolkit, default_device=device)
+    yield profiler
+    skip = config.getoption("--aprof-skip")
+    config.stash[_UPSTREAM_KEY].append(upstream_row(request.node.nodeid, profiler, skip))
+    record(request, profiler, config.stash[_RECORDS_KEY], config.stash[_RESULTS_KEY])
+
+
+@pytest.fixture
+def runs(request: pytest.FixtureRequest) -> Any:
+    """pyasc's ``runs`` fixture: the ``--runs`` value (kernel launches per test)."""
+    return request.config.getoption("--runs")
+
+
+@pytest.fixture
+def device_id(request: pytest.FixtureRequest) -> Any:
+    """pyasc's ``device_id`` fixture: the ``--device`` value (0 when not given)."""
+    value = request.config.getoption("--device")
+    return 0 if value is None else value
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    if not config.getoption("--aprof"):
+    rows = config.stash[_UPSTREAM_KEY]
+    if rows:
+        # pyasc's conftest table, line for line (its "μs" is a Greek mu)
+        terminalreporter.write_sep("=", "Profiling results")
+        for row in rows:
+            if row["duration"] is None:
+                terminalreporter.write_line(f"{row['test']}: no median ({row['note']})")
+            else:
+                terminalreporter.write_line(f"{row['test']}: {row['duration']} \u03bcs")
+    if not (config.getoption("--aprof") or config.stash[_APROF_USED_KEY]):
+        if config.stash[_RESULTS_KEY]:
+            _write_files(terminalreporter, config, config.stash[_RECORDS_KEY])
         return
     records = config.stash[_RECORDS_KEY]
     terminalreporter.section("asc-aprof kernel medians (µs)")
@@ -139,6 +281,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
                 f"{r['test'].ljust(width)}  {r['call']:>4}  {kernel:<{kwidth}} {median:>12} "
                 f"{r['count']:>7}  {r['note']}".rstrip()
             )
+    _write_files(terminalreporter, config, records)
+
+
+def _write_files(terminalreporter: Any, config: pytest.Config, records: list[dict[str, Any]]) -> None:
+    """``--aprof-json`` and ``--aprof-report``, when given."""
     path = config.getoption("--aprof-json")
     if path:
         from ._outputs._json_report import report

@@ -299,3 +299,106 @@ def test_a_failing_export_is_a_called_process_error(both: tuple[dict[str, Any], 
     upstream, ours = both
     assert upstream["export_failure"]["raised"]["called_process"]
     assert ours["export_failure"]["raised"]["called_process"] and ours["export_failure"]["raised"]["runtime"]
+
+
+# -- Profiler.populate_tasks, row for row ---------------------------------------------------------
+
+POPULATE_SCRIPT: Final = r"""
+import json, sys
+side, folder = sys.argv[1], sys.argv[2]
+if side == "upstream":
+    from asc.lib.profiling import Profiler
+else:
+    from asc_aprof import Profiler
+
+def rows(tasks):
+    return [[t.id, t.name, t.type, t.duration, type(t.id).__name__, type(t.duration).__name__] for t in tasks]
+
+out = {}
+tasks = ["kept"]  # populate_tasks appends to the caller's list
+got = Profiler.populate_tasks(folder + "/op_summary_0_1_1.csv", "Task ID", "Op Name", "Task Type",
+                              "Task Duration(us)", tasks)
+out["returns"] = got is None
+out["kept_first"] = tasks[0] == "kept"
+out["op_summary"] = rows(tasks[1:])
+tasks = []
+Profiler.populate_tasks(folder + "/task_time_0_1_1.csv", "task_id", "kernel_name", "kernel_type",
+                        "task_time(us)", tasks)  # (an upstream instance needs libmsprofiler.so)
+out["task_time"] = rows(tasks)
+def failure(name):
+    try:
+        Profiler.populate_tasks(folder + "/" + name, "Task ID", "Op Name", "Task Type",
+                                "Task Duration(us)", [])
+    except Exception as exc:
+        return {"value": isinstance(exc, ValueError), "key": isinstance(exc, KeyError)}
+    return None
+out["bad_id"] = failure("bad_id.csv")
+out["bad_duration"] = failure("bad_duration.csv")
+out["missing_column"] = failure("task_time_0_1_1.csv")
+print("RESULT" + json.dumps(out))
+"""
+
+OP_SUMMARY_HEADER: Final = (
+    "Device_id,Model ID,Task ID,Stream ID,Op Name,OP Type,Task Type,Task Start Time(us),Task Duration(us)"
+)
+
+
+def _populate_files(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "op_summary_0_1_1.csv").write_text(
+        OP_SUMMARY_HEADER + "\n"
+        "0,4294967295,3,2,add_custom,add_custom,AI_CORE,1700000000000000.1,12.5\n"
+        '0,4294967295,4,2,"op, with comma",MatMul,MIX_AIC,1700000000000010.0,7\n'
+        "\n"  # a blank line is no row
+        "0,4294967295,5,2,N/A,N/A,PLACE_HOLDER_SQE,1700000000000020.0,0.02\n"
+        "0,4294967295,6,2,cpu_op,Cast,AI_CPU,1700000000000030.0,1e1\n",
+        encoding="utf-8",
+    )
+    (folder / "task_time_0_1_1.csv").write_text(
+        "device_id,kernel_name,kernel_type,stream_id,task_id,task_time(us),task_start(us)\n"
+        "0,add_custom,KERNEL_AIVEC,2,9,3.25,1700000000000000.0\n"
+        "0,PROFILING_ENABLE,N/A,2,1,0.1,1700000000000001.0\n",
+        encoding="utf-8",
+    )
+    (folder / "bad_id.csv").write_text(
+        OP_SUMMARY_HEADER + "\n0,1,N/A,2,k,k,AI_CORE,1.0,2.0\n", encoding="utf-8"
+    )
+    (folder / "bad_duration.csv").write_text(
+        OP_SUMMARY_HEADER + "\n0,1,3,2,k,k,AI_CORE,1.0,fast\n", encoding="utf-8"
+    )
+
+
+def _populate(side: str, tmp_path: Path, files: Path) -> dict[str, Any]:
+    script = tmp_path / f"populate-{side}.py"
+    script.write_text(POPULATE_SCRIPT)
+    paths = [str(Path(sim.__file__).parents[2])]
+    if side == "upstream":
+        paths.insert(0, str(_stub_pyasc(tmp_path / "stub-populate")))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ASC_APROF_SIM")}
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env["PYTHONIOENCODING"] = "utf-8"
+    env["LC_ALL"] = "C.UTF-8"  # upstream opens the CSV in the locale's encoding
+    proc = subprocess.run(
+        [sys.executable, str(script), side, str(files)], capture_output=True, text=True, env=env, timeout=120
+    )
+    line = next((li for li in proc.stdout.splitlines() if li.startswith("RESULT")), None)
+    assert proc.returncode == 0 and line is not None, f"{side} script failed:\n{proc.stdout}\n{proc.stderr}"
+    result: dict[str, Any] = json.loads(line[len("RESULT") :])
+    return result
+
+
+def test_populate_tasks_reads_a_csv_as_upstream_does(tmp_path: Path) -> None:
+    files = tmp_path / "csv"
+    _populate_files(files)
+    upstream = _populate("upstream", tmp_path, files)
+    ours = _populate("aprof", tmp_path, files)
+    # every row a task (control rows included), appended in file order, ids int, durations float
+    for key in ("returns", "kept_first", "op_summary", "task_time", "bad_id", "bad_duration"):
+        assert ours[key] == upstream[key], key
+    assert [t[1] for t in ours["op_summary"]] == ["add_custom", "op, with comma", "N/A", "cpu_op"]
+    assert ours["op_summary"][3][3] == 10.0 and ours["task_time"][1][1] == "PROFILING_ENABLE"
+    # a value that is not a number: a ValueError on both sides (asc-aprof's a ParseError)
+    assert upstream["bad_id"] == ours["bad_id"] == {"value": True, "key": False}
+    # a missing column: upstream's KeyError, asc-aprof's ParseError (docs/upstream.md)
+    assert upstream["missing_column"] == {"value": False, "key": True}
+    assert ours["missing_column"] == {"value": True, "key": False}

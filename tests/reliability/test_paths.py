@@ -77,7 +77,6 @@ def escape_setup(toolkit: Toolkit, tmp_path: Path) -> tuple[Path, str, list[str]
         f"../outside/{foreign.run_id}",
         f"{run.run_id}/../../outside/{foreign.run_id}",
         str(outside / foreign.run_id),
-        str(root / run.run_id),  # absolute, even though inside
         "PROF_999999_20260101000000000_00000001AAAAAAAA",
         f"linkdir/{foreign.run_id}",
         "",
@@ -97,6 +96,8 @@ def test_sync_run_ids_that_leave_the_result_path_are_refused(
             profiler.export(run_id)
     assert profiler.results == {}
     assert [t.name for t in profiler.store_result(good).tasks] == ["inside"]
+    # a run's absolute path inside the result path is its run id (issue 29, item 9)
+    assert profiler.store_result(str(root / good)).run_id == good
 
 
 async def test_async_run_ids_that_leave_the_result_path_are_refused(

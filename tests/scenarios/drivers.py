@@ -71,7 +71,7 @@ class ScenarioProfiler(Protocol):
         profile_types: ProfileTypes | None = None,
     ) -> None: ...
 
-    async def stop(self) -> ProfileRun: ...
+    async def stop(self) -> ProfileRun | None: ...
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path: ...
 
@@ -106,10 +106,8 @@ class BlockingProfiler(Profiler):
     ) -> None:
         super().start(device_id, metrics, profile_types)
 
-    async def stop(self) -> ProfileRun:  # type: ignore[override]
-        run = super().stop()
-        assert run is not None, "stop() without start()"
-        return run
+    async def stop(self) -> ProfileRun | None:  # type: ignore[override]
+        return super().stop()  # None without start(), as upstream's (AsyncProfiler raises)
 
     async def export(self, run_id: str | None = None, *, timeline: bool = False) -> Path:  # type: ignore[override]
         return super().export(run_id, timeline=timeline)

@@ -31,8 +31,11 @@ async def test_manual_start_stop_export_store(
     again = await profiler.store_result(run_dir.name)
     assert again.tasks == result.tasks and again.run_id == result.run_id
     assert profiler.last_result is again
-    with pytest.raises(UsageError):
-        await profiler.stop()
+    if driver.name == "sync":  # Profiler.stop() with nothing started returns quietly, as upstream's
+        assert await profiler.stop() is None
+    else:
+        with pytest.raises(UsageError):
+            await profiler.stop()
 
 
 @scenario

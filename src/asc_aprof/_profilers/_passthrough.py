@@ -29,7 +29,7 @@ from ._protocol import ProfileRun
 
 CaseT = TypeVar("CaseT")
 
-_OFF: Final = "profiling is off (pytest ran without --aprof), so there is no run to read"
+_OFF: Final = "profiling is off (pytest ran without --aprof or --profile), so there is no run to read"
 
 
 def _device(device_id: int | None) -> int:
