@@ -6,6 +6,7 @@ every test that needs it is skipped with one reason saying so, instead of errori
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -17,6 +18,12 @@ from asc_aprof._cann._collector import get_collector
 from asc_aprof.sim import SimControl, SimulatorBuildError
 
 from . import helpers  # noqa: F401 - marks every process this session starts (leak probes)
+
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment, where a plain
+# run has none: the CLI fits its tables to $COLUMNS in a pipe, so its tests would see 80 columns.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 NO_SIMULATOR = (
     "the simulated CANN toolkit could not be built, so the tests that need it are skipped: {first} "

@@ -20,6 +20,14 @@ from asc_aprof._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
 from ..reference import REAL_MSPROF, REAL_RUNS, SKIP_REASON, real_run_names
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Under pytest-xdist (--dist loadgroup) the tests of the session's real exports share one
+    # worker, which exports once, instead of each worker exporting every real run again.
+    for item in items:
+        if "exported" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("real_exports"))
+
+
 @pytest.fixture(scope="session")
 def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A ``$ASCEND_HOME_PATH``-like tree: the real msprof.py at CANN's path.
