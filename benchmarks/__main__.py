@@ -172,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         what = "quick run" if cfg.quick else "partial run (--only)"
         print(f"\n{what}: no report written (pass --out PATH to keep one); {total / 60:.1f} min")
+    broken = [f"{s.key}: {why}" for s in sections for why in s.broken]
+    if broken and cfg.quick:
+        # CI runs --quick to see that every section still runs: one that did not is a failure.
+        print("\nnot run: " + "; ".join(broken), file=sys.stderr)
+        return 1
     return 0
 
 

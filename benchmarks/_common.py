@@ -153,6 +153,8 @@ class Section:
     analysis: list[str] = dataclasses.field(default_factory=list)
     profiles: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    #: what did not run at all (a child that crashed or hung): fails a --quick run, which CI makes
+    broken: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def all_met(self) -> bool:

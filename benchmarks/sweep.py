@@ -290,6 +290,7 @@ def run(cfg: Config) -> Section:
             not failures,
         )
     )
+    section.broken += failures
     if failures:
         section.analysis += [
             "Sweeps that did not finish (each ran in its own interpreter, killed after "
