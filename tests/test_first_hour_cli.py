@@ -135,3 +135,47 @@ def test_demo_interrupted_prints_the_finished_cases(tmp_path: Path) -> None:
     finished = out.split(" of 500 case(s)", 1)[0]
     assert finished.isdigit() and 2 <= int(finished) < 500, out[:200]
     assert "add_custom" in out  # the finished cases' table
+
+
+@pytest.mark.parametrize(("command", "example"), [("report", "report.html"), ("trace", "trace.json.gz")])
+def test_an_output_that_is_a_folder_or_in_a_missing_one_is_said_with_the_flag(
+    tmp_path: Path, command: str, example: str
+) -> None:
+    made = cli(
+        "demo",
+        "--devices",
+        "1",
+        "--cases",
+        "1",
+        "--repeats",
+        "1",
+        "--out",
+        str(tmp_path / "runs"),
+        cwd=tmp_path,
+    )
+    assert made.returncode == 0, made.stderr
+    (tmp_path / "out").mkdir()
+    done = cli(command, str(tmp_path / "runs"), "-o", str(tmp_path / "out"), cwd=tmp_path)
+    assert done.returncode == 1
+    out = tmp_path / "out"
+    assert (
+        done.stderr.strip()
+        == f"asc-aprof: error: -o {out}: is a folder; give a file name, e.g. -o {out / example}"
+    )
+    missing = tmp_path / "nope" / example
+    done = cli(command, str(tmp_path / "runs"), "-o", str(missing), cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"-o {missing}: the folder {missing.parent} does not exist" in done.stderr
+    assert list((tmp_path / "out").iterdir()) == [] and not missing.parent.exists()
+
+
+def test_write_report_into_a_folder_is_refused_before_writing(tmp_path: Path) -> None:
+    from asc_aprof import UsageError
+    from asc_aprof._outputs._replace import replacing
+
+    with (
+        pytest.raises(UsageError, match=r"is a folder: give the path of a file to write$"),
+        replacing(tmp_path),
+    ):
+        pass
+    assert list(tmp_path.iterdir()) == []

@@ -695,10 +695,22 @@ def _change_row(c: KernelChange, regression: bool) -> list[str]:
     ]
 
 
+def check_output(output: str, example: str) -> None:
+    """Refuse ``-o`` before reading anything: a folder, or a file in a folder that is missing."""
+    path = Path(output)
+    if path.is_dir():
+        raise CliError(f"-o {output}: is a folder; give a file name, e.g. -o {path / example}")
+    if not path.parent.is_dir():
+        raise CliError(
+            f"-o {output}: the folder {path.parent} does not exist; make it first (mkdir -p {path.parent})"
+        )
+
+
 def cmd_trace(args: argparse.Namespace) -> int:
     from ._outputs._cli_inputs import load_timelines, parse_labelled
     from ._outputs._trace import write_trace
 
+    check_output(args.output, "trace.json.gz")
     timelines = [
         timeline
         for spec in args.paths
@@ -726,6 +738,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from ._outputs._report_model import build_model, slices_of
     from ._runs._timeline import Timeline
 
+    check_output(args.output, "report.html")
     specs = [parse_labelled(spec) for spec in args.paths]
     several = len(specs) > 1
     groups = []
