@@ -205,6 +205,8 @@ def _ray(cfg: Config) -> tuple[Table | None, Target | None, str]:
             ("8 ms device", _case_device_time),
             ("100 ms device", _case_device_time_long),
         )
+        if cfg.quick:  # (CI: that the section runs) the judged kind only
+            kinds = tuple(k for k in kinds if k[0] == JUDGED)
         for label, case in kinds:
             # The judged kind runs JUDGED_PAIRS alternating (1 node, 2 nodes) pairs: one pair's
             # ratio moves by tens of percent with what else the shared cores do meanwhile.
