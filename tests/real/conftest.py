@@ -8,6 +8,8 @@ nobody exported yet copy their own.
 from __future__ import annotations
 
 import concurrent.futures
+import fcntl
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,14 +20,6 @@ from asc_aprof import Profiler, Toolkit, sim
 from asc_aprof._model._toolkit import LIBRARY_NAME, MSPROF_SCRIPT
 
 from ..reference import REAL_MSPROF, REAL_RUNS, SKIP_REASON, real_run_names
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Under pytest-xdist (--dist loadgroup) the tests of the session's real exports share one
-    # worker, which exports once, instead of each worker exporting every real run again.
-    for item in items:
-        if "exported" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("real_exports"))
 
 
 @pytest.fixture(scope="session")
@@ -65,15 +59,33 @@ def copy_run(name: str, into: Path) -> tuple[Path, str]:
 def exported(
     real_toolkit: Toolkit, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, tuple[Path, str]]]:
-    """Every real run, copied and exported once by ``Profiler.export()`` with the real msprof.py."""
-    into = tmp_path_factory.mktemp("real_exports")
-    runs = {name: copy_run(name, into) for name in real_run_names()}
+    """Every real run, copied and exported once by ``Profiler.export()`` with the real msprof.py.
 
-    def export(name: str) -> None:
-        result_path, run_id = runs[name]
-        Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
+    Once per test session, pytest-xdist workers included: the first worker to get here exports
+    into the session's shared temporary folder under a file lock; the others wait and read them.
+    """
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    into = shared / "real_exports"
+    names = real_run_names()
+    with (shared / "real_exports.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (into / ".exported").exists():
+            shutil.rmtree(into, ignore_errors=True)  # (a worker that died half-way)
+            into.mkdir()
+            made = {name: copy_run(name, into) for name in names}
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        for future in [pool.submit(export, name) for name in runs]:
-            future.result()
+            def export(name: str) -> None:
+                result_path, run_id = made[name]
+                Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
+
+            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+                for future in [pool.submit(export, name) for name in names]:
+                    future.result()
+            (into / ".exported").touch()
+    runs = {}
+    for name in names:
+        result_path = into / name
+        (run,) = result_path.glob("PROF_*")
+        runs[name] = (result_path, run.name)
     yield runs
