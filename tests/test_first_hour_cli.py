@@ -29,6 +29,11 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def small_demo(out: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """A one-case demo whose runs are kept in *out*."""
+    return cli("demo", "--devices", "1", "--cases", "1", "--repeats", "1", "--out", out, cwd=cwd)
+
+
 def test_version(tmp_path: Path) -> None:
     done = cli("--version", cwd=tmp_path)
     assert done.returncode == 0
@@ -81,18 +86,7 @@ def test_demo_out_refuses_a_file(tmp_path: Path) -> None:
 
 
 def test_summary_of_a_folder_whose_runs_are_one_level_down_says_so(tmp_path: Path) -> None:
-    made = cli(
-        "demo",
-        "--devices",
-        "1",
-        "--cases",
-        "1",
-        "--repeats",
-        "1",
-        "--out",
-        str(tmp_path / "a" / "b"),
-        cwd=tmp_path,
-    )
+    made = small_demo(str(tmp_path / "a" / "b"), tmp_path)
     assert made.returncode == 0, made.stderr
     done = cli("summary", str(tmp_path / "a"), cwd=tmp_path)
     assert done.returncode == 1
@@ -141,18 +135,7 @@ def test_demo_interrupted_prints_the_finished_cases(tmp_path: Path) -> None:
 def test_an_output_that_is_a_folder_or_in_a_missing_one_is_said_with_the_flag(
     tmp_path: Path, command: str, example: str
 ) -> None:
-    made = cli(
-        "demo",
-        "--devices",
-        "1",
-        "--cases",
-        "1",
-        "--repeats",
-        "1",
-        "--out",
-        str(tmp_path / "runs"),
-        cwd=tmp_path,
-    )
+    made = small_demo(str(tmp_path / "runs"), tmp_path)
     assert made.returncode == 0, made.stderr
     (tmp_path / "out").mkdir()
     done = cli(command, str(tmp_path / "runs"), "-o", str(tmp_path / "out"), cwd=tmp_path)
