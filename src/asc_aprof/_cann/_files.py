@@ -102,25 +102,6 @@ def _relative_parts(run: Path, path: Path) -> tuple[str, ...]:
     return parts
 
 
-def _open_dir(run: Path, parts: tuple[str, ...]) -> int:
-    """A descriptor of ``run/parts...``, no component below *run* followed if it is a link."""
-    try:
-        fd = os.open(run, _DIR_FLAGS)
-    except OSError as exc:
-        raise _os_error(run, exc) from None
-    here = run
-    for part in parts:
-        here = here / part
-        try:
-            inner = os.open(part, _BELOW_DIR_FLAGS, dir_fd=fd)
-        except OSError as exc:
-            os.close(fd)
-            raise _os_error(here, exc) from None
-        os.close(fd)
-        fd = inner
-    return fd
-
-
 def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -> BinaryIO:
     """*path* (a file below *run*) opened for reading in binary, after the rule (module doc);
     *buffered* False: the raw :class:`io.FileIO` (for ``readinto`` straight into a buffer).
@@ -128,11 +109,8 @@ def open_in_run(run: Path, path: Path, bound: Bound, *, buffered: bool = True) -
     :raises RunFileError: a link on the way or at the end, not a regular file, over *bound*
     """
     parts = _relative_parts(run, path)
-    parent = _open_dir(run, parts[:-1])
-    try:
-        return _open_file(parent, parts[-1], lambda: path, bound, buffered)
-    finally:
-        os.close(parent)
+    with RunFolder(run) as folder:  # (the file stays open after its folders' descriptors close)
+        return folder.open("/".join(parts), bound, buffered=buffered)
 
 
 def _open_file(parent: int, name: str, where: Callable[[], Path], bound: Bound, buffered: bool) -> BinaryIO:
@@ -259,15 +237,8 @@ def list_in_run(run: Path, folder: str = "") -> list[str] | None:
 
     :raises RunFileError: *folder* or a folder on the way is a link, or cannot be listed
     """
-    parts = tuple(p for p in folder.split("/") if p)
-    try:
-        fd = _open_dir(run, parts)
-    except RunFileMissing:
-        return None
-    try:
-        return os.listdir(fd)
-    finally:
-        os.close(fd)
+    with RunFolder(run) as opened:
+        return opened.list(folder)
 
 
 def check_tree(run: Path) -> None:

@@ -231,15 +231,21 @@ def no_runs_message(result_path: Path) -> str:
             f"{result_path} is a run itself, not a result path: give its parent "
             f"({result_path.parent}), or read it directly with asc_aprof.open_run('{result_path}')"
         )
-    below = sorted(
-        child.name
-        for child in _subdirs(result_path)
-        if any(g.name.startswith("PROF_") for g in _subdirs(child))
-    )
+    below = runs_one_level_down(result_path)
     if below:
-        where = ", ".join(below[:3]) + (f" and {len(below) - 3} more" if len(below) > 3 else "")
-        return f"no PROF_* run in {result_path}, but runs are one level down, in {where}: give that folder"
+        return f"no PROF_* run in {result_path}, but {below}"
     return f"no PROF_* run in {result_path}"
+
+
+def runs_one_level_down(path: Path) -> str | None:
+    """Where runs are when *path* holds none but its folders do, said as a fix; else None."""
+    below = sorted(
+        child.name for child in _subdirs(path) if any(g.name.startswith("PROF_") for g in _subdirs(child))
+    )
+    if not below:
+        return None
+    where = ", ".join(below[:3]) + (f" and {len(below) - 3} more" if len(below) > 3 else "")
+    return f"runs are one level down, in {where}: give that folder"
 
 
 def _subdirs(path: Path) -> list[Path]:

@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .._cann._layout import is_run_dir, list_runs, no_runs_message
+from .._cann._layout import is_run_dir, list_runs, runs_one_level_down
 from .._model._counters import TaskCounters
 from .._model._errors import UsageError
 from .._model._json import loads as json_loads
@@ -252,12 +252,7 @@ def runs_of(path: Path) -> list[Path]:
     if path.is_dir():
         runs = list_runs(path)
         if not runs:
-            found = no_runs_message(path)
-            why = (
-                found.split(", but ", 1)[1]
-                if ", but " in found
-                else "give a result directory or a PROF_* run"
-            )
+            why = runs_one_level_down(path) or "give a result directory or a PROF_* run"
             raise UsageError(f"{path}: no PROF_* run in this directory ({why})")
         return runs
     raise UsageError(f"{path}: not a result directory, a PROF_* run or an asc-aprof JSON report")
