@@ -436,6 +436,18 @@ def test_a_word_split_across_slice_files_is_found() -> None:
     assert not _sqlite._top_bit_at([bytes(64) * 5], 64, (16,))
 
 
+def test_the_check_looks_at_every_record_of_every_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Windows of 4 records: a set word is found in the first, the last and a boundary record,
+    # also where a split slice file moves the phase.
+    monkeypatch.setattr(_sqlite, "WINDOW", 4)
+    for at in (0, 3, 4, 5, 15, 16, 22):
+        data = bytearray(64 * 23)
+        data[64 * at + 16 + 7] = 0x80
+        for cut in (0, 64 * 4 + 10, 64 * 9):
+            assert _sqlite._top_bit_at([bytes(data[:cut]), bytes(data[cut:])], 64, (16,)), (at, cut)
+    assert not _sqlite._top_bit_at([bytes(64 * 23)], 64, (16,))
+
+
 # -- 6: device_N/sample.json "devices" decides what the exporter writes --------------------------
 
 
