@@ -40,6 +40,8 @@ from ._common import (
 TICK = 0.001
 IDLE_BEFORE = 0.5
 IDLE_AFTER = 0.3
+#: the goal of issue 28 item 1: the loop never waits longer, on any path
+STALL_GOAL = 0.002
 PHASES = ("idle before", "start + collect", "export", "parse", "hand-off", "after")
 
 
@@ -200,9 +202,9 @@ def run(cfg: Config) -> Section:
         ("AsyncProfiler, trio", "trio", "async", False),
         ("naive sync Profiler in a coroutine, asyncio", "asyncio", "naive", False),
         ("naive sync Profiler in a coroutine, trio", "trio", "naive", False),
-        ("AsyncProfiler, asyncio, gc disabled (attribution)", "asyncio", "async", True),
-        ("AsyncProfiler, trio, gc disabled (attribution)", "trio", "async", True),
     ]
+    # (runs with the collector off, for attribution, were dropped: each costs a minute-long export
+    # of the run, and the "without a GC pause" column attributes the GC's share from the same run)
     results: dict[str, dict[str, Any]] = {}
     for label, backend, mode, gc_off in runs:
         args = [backend, mode, str(n)] + (["--gc-off"] if gc_off else [])
@@ -246,16 +248,12 @@ def run(cfg: Config) -> Section:
     )
     for label in ("AsyncProfiler, asyncio", "AsyncProfiler, trio"):
         d = results[label]["during"]
-        section.targets.append(Target(f"{label}: max stall", "<= 5 ms", fmt_ms(d["max"]), d["max"] <= 0.005))
+        met = d["max"] <= STALL_GOAL
+        section.targets.append(Target(f"{label}: max stall", "<= 2 ms", fmt_ms(d["max"]), met))
         section.targets.append(Target(f"{label}: p99 stall", "<= 1 ms", fmt_ms(d["p99"]), d["p99"] <= 0.001))
 
     phase_rows = []
-    for label in (
-        "AsyncProfiler, asyncio",
-        "AsyncProfiler, trio",
-        "AsyncProfiler, asyncio, gc disabled (attribution)",
-        "AsyncProfiler, trio, gc disabled (attribution)",
-    ):
+    for label in ("AsyncProfiler, asyncio", "AsyncProfiler, trio"):
         cells = [label]
         for phase in PHASES[:-1]:
             st = results[label]["phases"][phase]
@@ -287,18 +285,15 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
     out = []
     for backend in ("asyncio", "trio"):
         res = results[f"AsyncProfiler, {backend}"]
-        off = results[f"AsyncProfiler, {backend}, gc disabled (attribution)"]
         ph = res["phases"]
         out.append(
             f"{backend}: max {fmt_ms(res['during']['max'])}, p99 {fmt_ms(res['during']['p99'])} "
-            f"(targets 5 ms / 1 ms); max over the ticks that no GC pause overlapped: "
+            f"(targets 2 ms / 1 ms); max over the ticks that no GC pause overlapped: "
             f"{fmt_ms(res['during_no_gc']['max'])}. By phase (max): parse {fmt_ms(ph['parse']['max'])}, "
             f"hand-off {fmt_ms(ph['hand-off']['max'])}, export {fmt_ms(ph['export']['max'])}, idle "
             f"baseline {fmt_ms(ph['idle before']['max'])}. {res['gc']['gen2']} full (gen-2) collections, "
             f"the longest {fmt_ms(res['gc']['gen2_max'])}; `SharedResult.take` took "
-            f"{fmt_ms(res['steps']['take'])}, `SharedResult.release` {fmt_ms(res['steps']['release'])}. "
-            f"With the GC disabled for the run: max {fmt_ms(off['during']['max'])}, p99 "
-            f"{fmt_ms(off['during']['p99'])}."
+            f"{fmt_ms(res['steps']['take'])}, `SharedResult.release` {fmt_ms(res['steps']['release'])}."
         )
     asy = results["AsyncProfiler, asyncio"]
     gc_bound = asy["during_no_gc"]["max"] < asy["during"]["max"]
@@ -330,7 +325,7 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
         "process), so stalls in those phases come from outside the library's Python code: the "
         "machine's load (2 CPUs shared with the export child, which writes the "
         f"{n:,}-row CSV, and any other job) and the GC. Compare the idle baseline and the "
-        "gc-disabled rows.",
+        "column of ticks without a GC pause.",
     ]
     return out
 

@@ -768,6 +768,97 @@ DEMO_KERNELS: Final = (
 )
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    from . import history  # (the store loads only for this command)
+
+    if args.history_command == "record":
+        record = history.runs_record(
+            args.paths, label=args.label, toolkit=lambda: _toolkit_for(args), reader=args.reader
+        )
+        with history.HistoryStore(args.db) as store:
+            record_id = store.add(record)
+            where = store.location
+        git = record.environment.git
+        commit = f", commit {git.commit[:10]}{' (dirty)' if git.dirty else ''}" if git else ""
+        print(f"recorded {len(record.kernels)} kernel(s) as record {record_id} in {where}{commit}")
+        return 0
+    with history.HistoryStore(args.db) as store:
+        stored = store.kernels(args.kernel)
+        where = store.location
+    if args.kernel is not None and not stored:
+        raise CliError(f"no record of kernel {args.kernel!r} in {where} (see `asc-aprof history show`)")
+    if args.history_command == "gate":
+        outcomes = history.gate(
+            args.db, kernel=args.kernel, window=args.window, min_change=args.threshold / 100
+        )
+        failed = [o for o in outcomes if o.verdict.fails]
+        for outcome in outcomes:
+            print(outcome.message())
+        if failed:
+            names = ", ".join(o.kernel for o in failed)
+            print(
+                f"asc-aprof: gate failed: {len(failed)} kernel(s) slower beyond noise: {names}",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    if args.html:
+        title = args.title or "asc-aprof history"
+        history.write_trend(
+            stored, args.html, window=args.window, min_change=args.threshold / 100, title=title
+        )
+        print(f"wrote {args.html}")
+        return 0
+    if args.json:
+        json.dump([s.to_dict() for s in stored], sys.stdout)
+        print()
+        return 0
+    if not stored:
+        print(f"{where}: no record yet (asc-aprof history record PATH...)")
+        return 0
+    by_key: dict[str, list[Any]] = {}
+    for item in stored:
+        by_key.setdefault(item.entry.key, []).append(item)
+    for n, (key, items) in enumerate(by_key.items()):
+        if n:
+            print()
+        rows = []
+        for item in items:
+            env, e = item.environment, item.entry
+            commit = f"{env.git.commit[:10]}{'*' if env.git.dirty else ''}" if env.git else "-"
+            rows.append(
+                [
+                    str(item.record_id),
+                    env.recorded_at.strftime("%Y-%m-%d %H:%M"),
+                    commit,
+                    item.label or "-",
+                    str(e.count),
+                    f"{e.median_us:,.3f}",
+                    f"[{e.ci_low_us:,.3f}, {e.ci_high_us:,.3f}]",
+                    f"{e.p10_us:,.3f}",
+                    f"{e.p90_us:,.3f}",
+                    "-" if e.aic_mhz is None else f"{e.aic_mhz:.0f}",
+                ]
+            )
+        print_table(
+            f"{key} (times in µs; * dirty checkout)",
+            [
+                "record",
+                "recorded (UTC)",
+                "commit",
+                "label",
+                "count",
+                "median",
+                "95% interval",
+                "p10",
+                "p90",
+                "MHz",
+            ],
+            rows,
+        )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from . import sim
     from ._profilers._async import AsyncProfiler
@@ -1074,6 +1165,72 @@ def build_parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("--no-compare", action="store_true", help="two PATHs: do not compare them")
     common(report_cmd)
     report_cmd.set_defaults(func=cmd_report)
+    history_cmd = sub.add_parser(
+        "history",
+        help="results across commits: record runs, show trends, gate on regressions",
+        formatter_class=fmt_cls,
+        description=(
+            "A store of per-kernel figures over time: SQLite by default (--db, else $ASC_APROF_HISTORY,\n"
+            "else ~/.local/share/asc-aprof/history.sqlite3), or PostgreSQL for a postgresql:// URL."
+        ),
+        epilog=(
+            "examples:\n  asc-aprof history record ./prof_out --label nightly\n"
+            "  asc-aprof history show --kernel add_custom\n  asc-aprof history show --html trend.html\n"
+            "  asc-aprof history gate   (exit 1 when a kernel's newest record is slower beyond noise)"
+        ),
+    )
+    history_sub = history_cmd.add_subparsers(dest="history_command", required=True)
+
+    def store_flags(p: argparse.ArgumentParser, *, debug: bool = True) -> None:
+        p.add_argument(
+            "--db",
+            metavar="PATH_OR_URL",
+            help="the store (default: $ASC_APROF_HISTORY, else ~/.local/share/asc-aprof/history.sqlite3)",
+        )
+        if debug:
+            p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+    def gate_flags(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--kernel", metavar="NAME", help="only this kernel (its name, or 'chip / type / name')"
+        )
+        p.add_argument(
+            "--window", type=int, default=5, help="records before the newest it is compared with (default 5)"
+        )
+        p.add_argument(
+            "--threshold", type=float, default=5.0, help="smallest slow-down flagged, in percent (default 5)"
+        )
+
+    record_cmd = history_sub.add_parser(
+        "record",
+        help="store per-kernel figures of runs or JSON reports",
+        description=READ_RULE.format(counters="(always)"),
+    )
+    record_cmd.add_argument(
+        "paths",
+        nargs="+",
+        metavar="RUN_OR_REPORT",
+        help="PROF_* run, result directory, or JSON report with samples",
+    )
+    record_cmd.add_argument(
+        "--label", metavar="TEXT", help="a label kept with the record (e.g. nightly, tile=128)"
+    )
+    store_flags(record_cmd, debug=False)
+    common(record_cmd)
+    show_cmd = history_sub.add_parser("show", help="a table per kernel over time, as JSON, or a trend page")
+    show_cmd.add_argument("--json", action="store_true", help="print every stored kernel entry as JSON")
+    show_cmd.add_argument(
+        "--html", metavar="FILE", help="write a trend page (needs the report extra: plotly)"
+    )
+    show_cmd.add_argument("--title", help="the trend page's title")
+    gate_flags(show_cmd)
+    store_flags(show_cmd)
+    gate_cmd = history_sub.add_parser(
+        "gate", help="exit 1 when a kernel's newest record is slower beyond noise"
+    )
+    gate_flags(gate_cmd)
+    store_flags(gate_cmd)
+    history_cmd.set_defaults(func=cmd_history)
     return parser
 
 

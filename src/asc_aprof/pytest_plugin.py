@@ -105,6 +105,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--aprof-report", metavar="PATH", help="write an HTML report of the results (tests as cases)"
     )
     group.addoption("--aprof-simulate", action="store_true", help="use the simulated CANN toolkit")
+    group.addoption(
+        "--aprof-history",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="record the session's results into the history store (PATH or postgresql:// URL; "
+        "without one: $ASC_APROF_HISTORY, else ~/.local/share/asc-aprof/history.sqlite3)",
+    )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -303,6 +312,33 @@ def _write_files(terminalreporter: Any, config: pytest.Config, records: list[dic
     html_path = config.getoption("--aprof-report")
     if html_path:
         _write_html_report(terminalreporter, config, html_path, records)
+    history = config.getoption("--aprof-history")
+    if history is not None:
+        _record_history(terminalreporter, config, history or None)
+
+
+def _record_history(terminalreporter: Any, config: pytest.Config, db: str | None) -> None:
+    """``--aprof-history``: the session's results as one history record (label ``pytest``)."""
+    from ._model._errors import AprofError
+    from ._outputs._history_entries import entries_from_columns, environment
+    from ._outputs._history_store import HistoryRecord, HistoryStore
+    from ._plans._columns import TaskColumns
+
+    results = config.stash[_RESULTS_KEY]
+    runs = [(TaskColumns(r.tasks, run_id=r.run_id), None) for r in results]
+    entries = entries_from_columns(runs)
+    if not entries:
+        terminalreporter.write_line("asc-aprof: no kernel to record in the history")
+        return
+    record = HistoryRecord("pytest session", environment(), entries, label="pytest")
+    try:
+        with HistoryStore(db) as store:
+            record_id = store.add(record)
+            where = store.location
+    except AprofError as exc:
+        terminalreporter.write_line(f"asc-aprof: history not recorded: {str(exc).splitlines()[0]}")
+        return
+    terminalreporter.write_line(f"recorded {len(entries)} kernel(s) as history record {record_id} in {where}")
 
 
 def _write_html_report(
