@@ -63,7 +63,10 @@ def test_simulated_clock_equals_the_real_exporters_freq_db(
     prof = collect(tmp_path / "collected", cann, level, dip)
     kind = "lpmInfoConv" if cann == "9.0" else "lpmFreqConv"
     assert [p.name for p in (prof / "device_0" / "data").glob("lpm*.slice_0")] == [f"{kind}.data.0.slice_0"]
-    features = [prof / "host" / "incompatible_features.json", prof / "device_0" / "incompatible_features.json"]
+    features = [
+        prof / "host" / "incompatible_features.json",
+        prof / "device_0" / "incompatible_features.json",
+    ]
     assert all(f.is_file() for f in features) == (cann == "8.0")
     run = tmp_path / "real" / prof.name
     shutil.copytree(prof, run)
@@ -75,7 +78,10 @@ def test_simulated_clock_equals_the_real_exporters_freq_db(
     clocks = outcome.aic_mhz()
     for task, mhz in zip(outcome.tasks, clocks, strict=True):
         assert mhz == exporter_clock(rows, 1650.0, task.start_cycles)
-    by_name = {name: {m for t, m in zip(outcome.tasks, clocks, strict=True) if t.name == name} for name in ("k0", "k1", "k2")}
+    by_name = {
+        name: {m for t, m in zip(outcome.tasks, clocks, strict=True) if t.name == name}
+        for name in ("k0", "k1", "k2")
+    }
     assert by_name["k0"] == by_name["k2"] == {1650.0}
     assert by_name["k1"] == ({float(DIP_MHZ)} if dip else {1650.0})
     expected = Profiler(run.parent, toolkit=real_toolkit, reader="msprof").store_result(run.name).tasks

@@ -50,7 +50,14 @@ ID_MAX: Final = 2**63 - 1
 assert array("i").itemsize == 4 and array("q").itemsize == 8
 
 #: The columns of :meth:`TaskColumns.buffers`, with their ``memoryview`` format.
-BUFFER_FORMATS: Final = {"duration_us": "d", "id": "q", "device": "i", "name": "i", "type": "i", "aic_mhz": "d"}
+BUFFER_FORMATS: Final = {
+    "duration_us": "d",
+    "id": "q",
+    "device": "i",
+    "name": "i",
+    "type": "i",
+    "aic_mhz": "d",
+}
 
 
 def _load() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
@@ -338,7 +345,7 @@ class TaskColumns:
         ``lpmInfoConv`` / ``lpmFreqConv`` data and the real exporter's ``freq.db`` give it; NaN
         where the run has no clock data or the tasks did not come from the raw data (CSVs)."""
         if self._clock is None:
-            return _view(array("d", [math.nan]) * self._length, "d")
+            return _view((array("d", [math.nan]) * self._length).tobytes(), "d")
         return _view(self._clock, "d")
 
     def buffers(self) -> dict[str, memoryview[Any]]:

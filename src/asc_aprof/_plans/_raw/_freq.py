@@ -31,6 +31,7 @@ device with both kinds of file (their relative order follows the directory listi
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Sequence
 from typing import Final
@@ -57,12 +58,16 @@ LPM_INFO_PARSER_CHIPS: Final = frozenset({"5"})
 def _records(data: bytes, what: str) -> list[tuple[int, list[tuple[int, int]]]]:
     """(type word, entries) of every record of *data*."""
     if len(data) % RECORD.size:
-        raise DeclinedError(DeclineReason.MALFORMED, f"{what}: {len(data)} bytes is not whole 888-byte records")
+        raise DeclinedError(
+            DeclineReason.MALFORMED, f"{what}: {len(data)} bytes is not whole 888-byte records"
+        )
     out = []
     for fields in RECORD.iter_unpack(data):
         count = fields[0]
         if count > ENTRIES:
-            raise DeclinedError(DeclineReason.MALFORMED, f"{what}: a record counts {count} entries (at most {ENTRIES})")
+            raise DeclinedError(
+                DeclineReason.MALFORMED, f"{what}: a record counts {count} entries (at most {ENTRIES})"
+            )
         out.append((fields[1], [(fields[2 + 3 * i], fields[3 + 3 * i]) for i in range(count)]))
     return out
 
@@ -93,7 +98,7 @@ def clock_table(
     if freq_files and lpm_files:
         raise DeclinedError(
             DeclineReason.UNSUPPORTED,
-            f"{freq_files[0][0]} beside {lpm_files[0][0]}: their order in the exporter follows the directory listing",
+            f"{freq_files[0][0]} beside {lpm_files[0][0]}: the exporter's order of them follows the listing",
         )
     dev_cnt = int(cntvct * 1e9)
     rows: list[list[float]] = []
@@ -126,7 +131,7 @@ def clock_table(
 def _check_ties(rows: Sequence[Sequence[float]], what: str) -> None:
     """Two rows at one counter with different clocks: which comes last in the exporter's table
     depends on which of its two parsers finished first."""
-    for a, b in zip(rows, rows[1:]):
+    for a, b in itertools.pairwise(rows):
         if a[0] == b[0] and a[1] != b[1]:
             raise DeclinedError(
                 DeclineReason.AMBIGUOUS, f"{what}: clocks {a[1]} and {b[1]} MHz at one counter ({a[0]})"

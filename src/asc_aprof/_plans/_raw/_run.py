@@ -56,13 +56,14 @@ from ._decode import (
     ts_track_flips,
     type_info_dic,
 )
-from ._freq import ClockTable, clock_table
+from ._freq import clock_table
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
 from ._sqlite import check_storable
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
+    ClockTable,
     DeclinedError,
     DeclineReason,
     RawResult,
@@ -1204,7 +1205,9 @@ def _device(
     return out
 
 
-def _clock_table(dev: DevicePlan, files: Mapping[str, RawData], info: Mapping[str, object], clock: DeviceClock) -> ClockTable:
+def _clock_table(
+    dev: DevicePlan, files: Mapping[str, RawData], info: Mapping[str, object], clock: DeviceClock
+) -> ClockTable:
     """The device's AI Core clock rows (:mod:`._freq`; empty without lpm files)."""
     if not dev.freq and not dev.lpm:
         return ClockTable()
@@ -1420,7 +1423,7 @@ def _result(
                     # The exporter times each PMU record at the clock in effect at its end.
                     raise DeclinedError(
                         DeclineReason.UNSUPPORTED,
-                        f"{out.dev.folder}: PMU times at task time level 1 under a clock other than info.json's",
+                        f"{out.dev.folder}: level-1 PMU times under a clock other than info.json's",
                     )
         counters = _counters(outputs, files) if with_counters else None
         return RawResult(
