@@ -70,7 +70,7 @@ def test_how_many_runs_are_read_natively(outcomes: dict[str, RawResult | Decline
     native = {name for name, outcome in outcomes.items() if isinstance(outcome, RawResult)}
     declined = {name: str(o) for name, o in outcomes.items() if isinstance(o, Declined)}
     assert native == NATIVE, declined
-    assert len(native) == 36  # 24 runs of 910B, 12 of 310B: every real run
+    assert len(native) >= 36  # 24 runs of 910B, 12 of 310B (and the CANN 8.0 910B4 run where present)
 
 
 def newest_rows(output: Path, kind: str) -> list[dict[str, str]]:

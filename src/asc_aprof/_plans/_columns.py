@@ -50,7 +50,14 @@ ID_MAX: Final = 2**63 - 1
 assert array("i").itemsize == 4 and array("q").itemsize == 8
 
 #: The columns of :meth:`TaskColumns.buffers`, with their ``memoryview`` format.
-BUFFER_FORMATS: Final = {"duration_us": "d", "id": "q", "device": "i", "name": "i", "type": "i"}
+BUFFER_FORMATS: Final = {
+    "duration_us": "d",
+    "id": "q",
+    "device": "i",
+    "name": "i",
+    "type": "i",
+    "aic_mhz": "d",
+}
 
 
 def _load() -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any], Callable[..., Any]] | None:
@@ -209,18 +216,20 @@ class TaskColumns:
 
     The tables hold every distinct value the codes use, in the order first seen (a level-0 run
     may also list the ``N/A`` type its join replaced). Immutable; equal when the tasks (and the
-    counters) are equal, whatever the codes.
+    counters) are equal, whatever the codes (the clocks, :meth:`aic_mhz`, are not compared: a
+    run read from its CSVs has none).
 
     :ivar run_id: the ``PROF_*`` run the columns came from (None when built from tasks)
     :ivar stored_at: when they were parsed (naive local time, as ``ProfilingResult.stored_at``), or None
     """
 
-    __slots__ = ("_cols", "_counters", "_length", "_tables", "run_id", "stored_at")
+    __slots__ = ("_clock", "_cols", "_counters", "_length", "_tables", "run_id", "stored_at")
 
     _cols: tuple[bytes | bytearray, ...]
     _tables: tuple[tuple[int | None, ...], tuple[str, ...], tuple[str, ...]]
     _length: int
     _counters: TaskCounters | None
+    _clock: bytes | None  # aic_mhz as doubles; None: no clock data (NaN throughout)
     run_id: str | None
     stored_at: _dt.datetime | None
 
@@ -251,9 +260,11 @@ class TaskColumns:
         counters: TaskCounters | None,
         run_id: str | None,
         stored_at: _dt.datetime | None,
+        clock: bytes | None = None,
     ) -> TaskColumns:
         self = cls.__new__(cls)
         for name, value in (
+            ("_clock", clock),
             ("_cols", tuple(cols)),
             ("_tables", tables),
             ("_length", length),
@@ -268,6 +279,15 @@ class TaskColumns:
     def from_result(cls, result: ProfilingResult) -> TaskColumns:
         """The columns of a result (its tasks, counters, run id and time)."""
         return cls(result.tasks, result.counters, run_id=result.run_id, stored_at=result.stored_at)
+
+    def with_aic_mhz(self, values: Sequence[float]) -> TaskColumns:
+        """These columns with each task's AI Core clock (MHz, NaN where unknown; see :meth:`aic_mhz`)."""
+        if len(values) != self._length:
+            raise ValueError(f"aic_mhz has {len(values)} values for {self._length} tasks")
+        clock = None if all(math.isnan(v) for v in values) else array("d", values).tobytes()
+        return TaskColumns._wrap(
+            self._cols, self._tables, self._length, self._counters, self.run_id, self.stored_at, clock
+        )
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("TaskColumns is immutable")
@@ -320,6 +340,14 @@ class TaskColumns:
         """Every task's type as an index into :attr:`types` (format ``'i'``)."""
         return _view(self._cols[4], "i")
 
+    def aic_mhz(self) -> memoryview[Any]:
+        """Every task's AI Core clock at its start, in MHz (format ``'d'``), as the run's
+        ``lpmInfoConv`` / ``lpmFreqConv`` data and the real exporter's ``freq.db`` give it; NaN
+        where the run has no clock data or the tasks did not come from the raw data (CSVs)."""
+        if self._clock is None:
+            return _view((array("d", [math.nan]) * self._length).tobytes(), "d")
+        return _view(self._clock, "d")
+
     def buffers(self) -> dict[str, memoryview[Any]]:
         """Every column as a read-only ``memoryview`` (:data:`BUFFER_FORMATS`), for a zero-copy hand-off.
 
@@ -333,6 +361,7 @@ class TaskColumns:
             "device": self.device_codes(),
             "name": self.name_codes(),
             "type": self.type_codes(),
+            "aic_mhz": self.aic_mhz(),
         }
 
     def task(self, index: int) -> ProfilingTask:
@@ -403,6 +432,7 @@ class TaskColumns:
                 self._counters,
                 self.run_id,
                 self.stored_at,
+                self._clock,
             ),
         )
 

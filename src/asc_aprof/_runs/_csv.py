@@ -549,7 +549,8 @@ def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
     when the raw reader read them)."""
     builder = ColumnBuilder(counters=raw.counters is not None)
     builder.add_tasks(raw.profiling_tasks(), raw.counters)
-    return builder.build(run_id, _now())
+    columns = builder.build(run_id, _now())
+    return columns.with_aic_mhz(raw.aic_mhz()) if raw.clocks else columns
 
 
 async def _aopen(csv_file: CsvFile) -> anyio.AsyncFile[bytes]:

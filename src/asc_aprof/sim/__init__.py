@@ -198,6 +198,7 @@ class SimControl:
             "aprofsim_set_chip": ([c_char_p], c_int),
             "aprofsim_get_chip": ([], c_char_p),
             "aprofsim_set_clock_offset_ns": ([ctypes.c_longlong], None),
+            "aprofsim_set_clock_dip": ([ctypes.c_ulonglong, ctypes.c_ulonglong, c_uint32], c_int),
             "aprofsim_invalid_destroy_count": ([], c_int),
             "aprofsim_write_foreign_run": (
                 [c_char_p, c_int, c_char_p, c_uint32, c_char_p, c_uint32, c_char_p, ctypes.c_size_t],
@@ -378,6 +379,29 @@ class SimControl:
             if not seconds >= 0:
                 raise ValueError(f"{which} latency must be >= 0 seconds")
             self._lib.aprofsim_set_latency_us(which.encode(), round(seconds * 1e6))
+
+    def set_clock_dip(self, mhz: int | None, *, start_ns: int = 0, end_ns: int = 0) -> None:
+        """A dip of the AI Core clock to *mhz* (910B-like chip) from *start_ns* to *end_ns*, in the
+        simulator's wall clock (``time.time_ns()`` plus :meth:`set_clock_offset`'s offset, the
+        clock of the kernels' start times); ``None`` clears it (so does :meth:`reset`).
+
+        Every run it overlaps carries it in its clock records (``lpmInfoConv`` from CANN 9.0,
+        ``lpmFreqConv`` before): a change to *mhz* at the dip's start (or the collection's) and
+        back to the rated 1650 MHz at its end, as the real exporter's ``freq.db`` then shows; so
+        each kernel that starts inside it has ``aic_mhz`` *mhz*. Launched durations are kept as
+        launched (a slower clock does not stretch them).
+
+        :raises ValueError: *mhz* outside 1..65535, or *end_ns* not after *start_ns*
+        """
+        if mhz is None:
+            self._lib.aprofsim_set_clock_dip(0, 0, 0)
+            return
+        if not 0 < mhz < 65536 or not 0 <= start_ns < end_ns < 1 << 64:
+            raise ValueError(
+                f"set_clock_dip: mhz must be in 1..65535 and 0 <= start_ns < end_ns, got {mhz!r}, "
+                f"{start_ns!r}, {end_ns!r}"
+            )
+        self._lib.aprofsim_set_clock_dip(start_ns, end_ns, mhz)
 
     def set_jitter(
         self,

@@ -104,6 +104,7 @@ enum {
 
 /* CANN versions as major * 10 + minor. */
 #define CANN_PID_IN_NAME 85
+#define CANN_LPM_INFO 90 /* lpmInfoConv from 9.0 (real runs); lpmFreqConv before (a real 8.0 run) */
 #define CANN_REPEAT_START_IS_NO_OP 90
 #define CANN_START_INITIALISES 91
 #define CANN_START_CHECKS_METRIC 92
@@ -239,6 +240,10 @@ static char *g_result_path;
 static int g_cann = 85;           /* major * 10 + minor */
 static enum chip g_chip = CHIP_910B;
 static long long g_clock_offset_ns;
+/* A dip of the AI Core clock (aprofsim_set_clock_dip): [start, end) in simulated wall ns at mhz;
+ * mhz 0: none. */
+static unsigned long long g_dip_start_ns, g_dip_end_ns;
+static unsigned g_dip_mhz;
 static char *g_pending_path;      /* 9.1+: ACL_PROF_PATH set before any init */
 static int g_invalid_destroys;    /* destroy of a pointer that is no live config */
 /* A run "another process" writes into the result path at the next effective start. */
@@ -623,6 +628,24 @@ static void write_clock_logs(const char *folder, const collection *c, int dev) {
     free(dev_text);
 }
 
+/* CANN 8.0 writes incompatible_features.json in host/ and device_N/: the features the collection
+ * did not support (a real 910B4 run: ATTR and MemoryAccess); the exporter does not read it. */
+static void write_incompatible_features(const char *folder) {
+    if (g_cann >= CANN_PID_IN_NAME) return;
+    char *path = str_printf("%s/incompatible_features.json", folder);
+    if (path == NULL) return;
+    const char *feature = "[{\"affectedComponent\":\"all\",\"affectedComponentVersion\":\"all\","
+                          "\"compatibility\":\"0\",\"featureVersion\":\"1\",\"infoLog\":\"It not support feature: %s!\"}]";
+    char *attr = str_printf(feature, "ATTR");
+    char *access = str_printf(feature, "MemoryAccess");
+    char *text = attr && access ? str_printf("{\"ATTR\":%s,\"MemoryAccess\":%s}", attr, access) : NULL;
+    if (text != NULL) write_file(path, text);
+    free(attr);
+    free(access);
+    free(text);
+    free(path);
+}
+
 static void write_end_info(const char *path) {
     uint64_t now = wall_ns();
     char date[40];
@@ -711,6 +734,7 @@ static int make_host_dir(collection *c, int pid) {
     if (rc == 0) {
         write_start_info(start_path, c);
         write_clock_logs(host, c, -1);
+        write_incompatible_features(host);
         write_file(types_path, TYPE_INFO_DIC);
         c->has_host = 1;
     }
@@ -760,6 +784,7 @@ static int make_device_dir(collection *c, uint32_t dev, uint64_t data_type, int 
         write_file(info_path, info) == 0) {
         write_start_info(start_path, c);
         write_clock_logs(path, c, (int)dev);
+        write_incompatible_features(path);
         rc = 0;
     }
     free(common);
@@ -1018,6 +1043,40 @@ static void write_pmu(collection *c, uint32_t dev, const task_rec *recs, size_t 
     free(path);
 }
 
+/* The AI Core clock of a 910B device: one lpm record (count, type 0 = AI Core clock, 55 entries of
+ * counter, MHz, 0), in device_N/data/lpmInfoConv.data.N.slice_0 from CANN 9.0 and
+ * lpmFreqConv.data.N.slice_0 before. Its first entry, before the collection's counter anchor, is
+ * the rated clock (the last change before the collection); a clock dip that overlaps the
+ * collection adds its start (the dip's clock) and its end (the rated clock). */
+static void write_clock_data(const collection *c, uint32_t dev) {
+    if (g_chip != CHIP_910B) return;
+    const char *kind = g_cann >= CANN_LPM_INFO ? "lpmInfoConv" : "lpmFreqConv";
+    char *path = str_printf("%s/device_%u/data/%s.data.%u.slice_0", c->dir, dev, kind, dev);
+    if (path == NULL) return;
+    uint8_t rec[888] = {0};
+    unsigned rated = CHIPS[g_chip].aic_mhz, count = 0;
+    uint64_t entries[3][2] = {{c->mono_ns - 1000u, rated}};
+    count = 1;
+    uint64_t begin = c->begin_ns;
+    if (g_dip_mhz != 0 && g_dip_end_ns > begin && g_dip_end_ns > g_dip_start_ns) {
+        uint64_t from = g_dip_start_ns > begin ? g_dip_start_ns : begin;
+        entries[count][0] = counter_of(c, from);
+        entries[count++][1] = g_dip_mhz;
+        entries[count][0] = counter_of(c, g_dip_end_ns);
+        entries[count++][1] = rated;
+    }
+    le32(rec, count);
+    le32(rec + 4, 0);
+    for (unsigned i = 0; i < count; i++) {
+        le64(rec + 8 + 16 * i, entries[i][0]);
+        le32(rec + 16 + 16 * i, entries[i][1]);
+    }
+    out_buf *ob = NULL;
+    if (ob_open(&ob, path) == 0) ob_put(ob, (const char *)rec, sizeof rec);
+    ob_finish(ob, path);
+    free(path);
+}
+
 /* Everything one stopped device leaves in run *c*: device_N/data/stars_soc.data.N.slice_0 (the
  * task log: a start and an end record per task, none without task time), device_N/end_info.N
  * and, when the run has a host folder, this device's host records as host/data slice k: control
@@ -1041,6 +1100,7 @@ static void write_device_run(collection *c, uint32_t dev, const task_rec *recs, 
     }
     ob_finish(soc, soc_path);
     if (task_time && pmu_collected(data_type, metric)) write_pmu(c, dev, recs, n, runs, nruns);
+    write_clock_data(c, dev);
     if (end_path != NULL) write_end_info(end_path);
     free(soc_path);
     free(end_path);
@@ -1752,6 +1812,18 @@ EXPORT const char *aprofsim_get_chip(void) {
     return name;
 }
 
+/* A dip of the AI Core clock to *mhz* from *start_ns* to *end_ns* (simulated wall-clock ns), as the
+ * lpm clock records of the runs it overlaps show; mhz 0 clears it. Launched durations are kept. */
+EXPORT int aprofsim_set_clock_dip(unsigned long long start_ns, unsigned long long end_ns, unsigned mhz) {
+    if (mhz != 0 && end_ns <= start_ns) return -1;
+    pthread_mutex_lock(&g_mu);
+    g_dip_start_ns = start_ns;
+    g_dip_end_ns = end_ns;
+    g_dip_mhz = mhz;
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
 /* Shift the simulated wall clock (run names, start/end info, kernel timestamps). */
 EXPORT void aprofsim_set_clock_offset_ns(long long offset) {
     pthread_mutex_lock(&g_mu);
@@ -1913,6 +1985,7 @@ EXPORT void aprofsim_reset(void) {
     }
     g_live_configs = 0;
     memset(g_faults, 0, sizeof g_faults);
+    g_dip_mhz = 0;
     memset(g_latency_us, 0, sizeof g_latency_us);
     g_cann = 85;
     g_chip = CHIP_910B;

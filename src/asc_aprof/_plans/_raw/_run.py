@@ -56,12 +56,14 @@ from ._decode import (
     ts_track_flips,
     type_info_dic,
 )
+from ._freq import clock_table
 from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
 from ._sqlite import check_storable
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
+    ClockTable,
     DeclinedError,
     DeclineReason,
     RawResult,
@@ -149,6 +151,8 @@ class DevicePlan:
     stars: tuple[str, ...]
     ffts: tuple[str, ...]
     ts_track: tuple[str, ...]
+    freq: tuple[str, ...] = ()  # lpmFreqConv: the AI Core clock (see ._freq)
+    lpm: tuple[str, ...] = ()  # lpmInfoConv: the AI Core clock and voltages
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -167,7 +171,7 @@ class RunPlan:
         for dev in self.devices:
             paths += [dev.info, dev.sample, dev.start_info, dev.dev_start, dev.host_start]
             # ffts_profile holds the PMU counters (read by ._pmu only when they are asked for).
-            paths += [*dev.stars, *dev.ts_track, *dev.ffts]
+            paths += [*dev.stars, *dev.ts_track, *dev.ffts, *dev.freq, *dev.lpm]
         return paths
 
     @property
@@ -176,7 +180,9 @@ class RunPlan:
         big ones, which :mod:`._driver` may read into memory maps (see :data:`._decode.RawData`)."""
         text = {*self.host_data.get("hash_dic", ()), *self.host_data.get("type_info_dic", ())}
         binary = [p for ps in self.host_data.values() for p in ps if p not in text]
-        binary += [p for dev in self.devices for p in (*dev.stars, *dev.ts_track, *dev.ffts)]
+        binary += [
+            p for dev in self.devices for p in (*dev.stars, *dev.ts_track, *dev.ffts, *dev.freq, *dev.lpm)
+        ]
         return frozenset(binary)
 
     @classmethod
@@ -218,6 +224,7 @@ class RunPlan:
                 "ffts_profile": [],
                 "ts_track": [],
                 "lpmInfoConv": [],
+                "lpmFreqConv": [],
             }
             for name in data:
                 kind = next((k for k in kinds if _device_pattern(k, device).match(name)), None)
@@ -246,6 +253,8 @@ class RunPlan:
                     tuple(sorted(kinds["stars_soc"], key=_slice_key)),
                     tuple(sorted(kinds["ffts_profile"], key=_slice_key)),
                     tuple(sorted(kinds["ts_track"], key=_slice_key)),
+                    tuple(sorted(kinds["lpmFreqConv"], key=_slice_key)),
+                    tuple(sorted(kinds["lpmInfoConv"], key=_slice_key)),
                 )
             )
         return cls(host_info, host_sample, ordered, tuple(devices))
@@ -877,6 +886,7 @@ class _Device:
         self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
         self.op_rows = self._op_summary(hashes, level0)
         self.pmu: _PmuSource | None = None
+        self.clocks = ClockTable()
         self._types: dict[int, tuple[str, str]] | None = None
         self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
 
@@ -1162,6 +1172,7 @@ def _device(
         json_object(files[dev.start_info], f"{folder}/start_info"),
         folder,
     )
+    clocks = _clock_table(dev, files, info, clock)
     device_tasks, subtasks = _stars_tasks(joined(files[p] for p in dev.stars), clock, folder, expanded)
     if subtasks:
         if not level0:
@@ -1190,7 +1201,28 @@ def _device(
     empty(device_tasks)  # (freed in steps: see ._chunked)
     out = _Device(dev, clock, ascend, host, _of_device(tables.ge_tasks, device), hashes, level0)
     out.pmu = _PmuSource(info, expanded, all_export, flips)
+    out.clocks = clocks
     return out
+
+
+def _clock_table(
+    dev: DevicePlan, files: Mapping[str, RawData], info: Mapping[str, object], clock: DeviceClock
+) -> ClockTable:
+    """The device's AI Core clock rows (:mod:`._freq`; empty without lpm files)."""
+    if not dev.freq and not dev.lpm:
+        return ClockTable()
+    device_info = info.get("DeviceInfo")
+    assert isinstance(device_info, list) and isinstance(device_info[0], dict)  # (checked by _clock)
+    rated = _number(device_info[0].get("aic_frequency", ""), f"{dev.folder} aic_frequency")
+    if rated <= 0:
+        raise DeclinedError(DeclineReason.MALFORMED, f"{dev.folder}/info.json aic_frequency <= 0")
+    return clock_table(
+        str(info.get("platform_version", "")),
+        clock.dev_cnt,
+        rated,
+        [(f"{p}", bytes(files[p])) for p in dev.freq],
+        [(f"{p}", bytes(files[p])) for p in dev.lpm],
+    )
 
 
 def _of_device(records: Sequence[_HostOrGe], device: int) -> list[_HostOrGe]:
@@ -1385,8 +1417,18 @@ def _result(
         task_time = to_tuple([t for rows in per_device for t in rows])
         empty(*per_device)
     if op_rows:
+        if with_counters and not level0:
+            for out in outputs:
+                if out.clocks.changes():
+                    # The exporter times each PMU record at the clock in effect at its end.
+                    raise DeclinedError(
+                        DeclineReason.UNSUPPORTED,
+                        f"{out.dev.folder}: level-1 PMU times under a clock other than info.json's",
+                    )
         counters = _counters(outputs, files) if with_counters else None
-        return RawResult(to_tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters)
+        return RawResult(
+            to_tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters, _clocks(outputs)
+        )
     assert task_time is not None
     # A run in which no kernel ran: the reference exporter writes task_time only (its control
     # rows); older exports (a 2024 310B CSV) listed them as op_summary PLACE_HOLDER_SQE rows.
@@ -1406,7 +1448,13 @@ def _result(
         raise DeclinedError(DeclineReason.NO_TASKS, "the exporter would write no op_summary or task_time row")
     # The task_time CSV has no PMU column.
     no_counters = TaskCounters(length=len(tasks)) if with_counters else None
-    return RawResult(tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None, no_counters)
+    return RawResult(
+        tasks, SOURCE_TASK_TIME, level0, task_time if with_task_time else None, no_counters, _clocks(outputs)
+    )
+
+
+def _clocks(outputs: Sequence[_Device]) -> dict[int, ClockTable]:
+    return {out.dev.device: out.clocks for out in outputs if out.clocks.rows}
 
 
 class DeviceRows(NamedTuple):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import enum
+import math
 import operator
+from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
 from ..._model._counters import TaskCounters
@@ -138,6 +141,47 @@ class RawTask(NamedTuple):
         return ProfilingTask(self.task_id, self.name, self.type, self.duration, self.device)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClockTable:
+    """A device's ``FreqParse`` rows, sorted by counter as the exporter reads them.
+
+    :ivar rows: (system counter, MHz), stably sorted by counter; empty where the run has no
+        clock data (then every clock is NaN)
+    :ivar rated_mhz: info.json ``aic_frequency`` (the clock before the first row)
+    """
+
+    rows: tuple[tuple[int, float], ...] = ()
+    rated_mhz: float = math.nan
+    _counters: tuple[int, ...] = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_counters", tuple(r[0] for r in self.rows))
+
+    @property
+    def usable(self) -> bool:
+        """Whether the exporter uses the rows (some, none at 0 MHz)."""
+        return bool(self.rows) and all(mhz != 0 for _, mhz in self.rows)
+
+    def mhz_at(self, counter: int) -> float:
+        """The clock in effect at system counter *counter* (NaN without usable rows)."""
+        if not self.usable:
+            return math.nan
+        at = bisect.bisect_right(self._counters, counter)
+        return self.rows[at - 1][1] if at else self.rated_mhz
+
+    def mhz_of(self, counters: Sequence[int]) -> list[float]:
+        """:meth:`mhz_at` of each counter."""
+        if not self.usable:
+            return [math.nan] * len(counters)
+        if len(set(mhz for _, mhz in self.rows)) == 1 and self.rows[0][1] == self.rated_mhz:
+            return [self.rated_mhz] * len(counters)  # one clock throughout
+        return [self.mhz_at(c) for c in counters]
+
+    def changes(self) -> bool:
+        """Whether any row's clock differs from the rated one (where a PMU time would differ)."""
+        return self.usable and any(mhz != self.rated_mhz for _, mhz in self.rows)
+
+
 #: A RawTask's ProfilingTask fields, in ProfilingTask's order (see :meth:`RawTask.task`).
 _PUBLIC_FIELDS: Final = operator.itemgetter(2, 4, 5, 7, 0)
 
@@ -162,6 +206,7 @@ class RawResult:
     :ivar counters: when asked for (``counters``), the PMU counters the CSV path reads from
         op_summary, aligned with :attr:`tasks` (no column where op_summary has none: task_time
         as the source, or a run without PMU records); else None
+    :ivar clocks: each device's AI Core clock rows (devices with lpm files only; see ``._freq``)
     """
 
     tasks: tuple[RawTask, ...]
@@ -169,6 +214,24 @@ class RawResult:
     level0: bool
     task_time: tuple[RawTask, ...] | None = None
     counters: TaskCounters | None = None
+    clocks: Mapping[int, ClockTable] = dataclasses.field(default_factory=dict)
+
+    def aic_mhz(self) -> list[float]:
+        """The AI Core clock (MHz) in effect at each task's start, aligned with :attr:`tasks`, as
+        the exporter's ``freq.db`` gives it; NaN where the device has no clock data."""
+        out: list[float] = []
+        tasks = self.tasks
+        at = 0
+        while at < len(tasks):  # runs of one device (devices are concatenated)
+            device = tasks[at].device
+            stop = at
+            while stop < len(tasks) and tasks[stop].device == device:
+                stop += 1
+            table = self.clocks.get(device)
+            run = tasks[at:stop]
+            out += [math.nan] * len(run) if table is None else table.mhz_of([t.start_cycles for t in run])
+            at = stop
+        return out
 
     def profiling_tasks(self, start: int | None = None, stop: int | None = None) -> list[ProfilingTask]:
         """The public records of ``tasks[start:stop]`` (default: every task), as
