@@ -216,14 +216,14 @@ _WRITER = textwrap.dedent(
 )
 
 
-def _python(*args: str, **kwargs: object) -> subprocess.Popen[str]:
+def _python(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, *args], env=env, text=True, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen([sys.executable, *args], env=env, text=True)
 
 
 def test_four_processes_recording_at_once_all_land(db: str) -> None:
     HistoryStore(db).close()  # the schema first: the writers race on records, not on creation
-    writers = [_python("-c", _WRITER, db, f"w{n}", "5", stderr=subprocess.PIPE) for n in range(4)]
+    writers = [_python("-c", _WRITER, db, f"w{n}", "5") for n in range(4)]
     for writer in writers:
         _, err = writer.communicate(timeout=120)
         assert writer.returncode == 0, err
@@ -264,7 +264,7 @@ def test_a_record_killed_mid_write_leaves_the_store_consistent(db: str, tmp_path
     with HistoryStore(db) as store:
         store.add(record(entry(10.0)))
     ready = tmp_path / "ready"
-    victim = _python("-c", _KILLED, db, str(ready), stderr=subprocess.PIPE)
+    victim = _python("-c", _KILLED, db, str(ready))
     try:
         deadline = time.monotonic() + 60
         while not ready.exists():
@@ -296,6 +296,7 @@ def simulated_run(root: Path, duration_us: float, *, count: int = 30) -> Path:
     with profiler.profile(cleanup=False) as run:
         sim.launch("add_custom", count=count, duration_us=duration_us)
         sim.launch("mul_custom", count=count, duration_us=3.0)
+    assert run.run_id is not None
     return root / run.run_id
 
 

@@ -153,6 +153,7 @@ def test_every_module_is_in_a_layer_folder() -> None:
         "asc_aprof.ray_sweep",
         "asc_aprof.report",
         "asc_aprof.stats",
+        "asc_aprof.history",
     }
     stray = [
         m

@@ -52,6 +52,30 @@ def test_compare_report_renders(browser: object, sweep: list[Timeline], tmp_path
     assert "compare:change" in {c["name"] for c in check.charts}
 
 
+def test_history_trend_page_renders(browser: object, tmp_path: Path) -> None:
+    import datetime as _dt
+
+    from asc_aprof.history import Environment, HistoryRecord, HistoryStore, KernelEntry, write_trend
+
+    env = Environment(_dt.datetime.now(_dt.timezone.utc), "host", "0.test")
+    with HistoryStore(tmp_path / "h.sqlite3") as store:
+        for median in (10.0, 10.1, 9.9, 10.0, 15.0):
+            kernels = tuple(
+                KernelEntry("Ascend 910B", "AI_CORE", name, 30, m, m - 0.1, m + 0.1, m - 0.3, m + 0.3)
+                for name, m in (("add_custom", median), ("mul_custom", median / 2))
+            )
+            store.add(HistoryRecord("test", env, kernels))
+        stored = store.kernels()
+    page = write_trend(stored, tmp_path / "trend.html", window=5, min_change=0.05, title="history")
+    check = open_report(browser, page, "history-trend")
+    assert_renders(check, 2)  # one chart per kernel
+    assert {c["name"] for c in check.charts} == {
+        "Ascend 910B / AI_CORE / add_custom",
+        "Ascend 910B / AI_CORE / mul_custom",
+    }
+    assert "add_custom: regression" in page.read_text(encoding="utf-8")
+
+
 def test_a_broken_page_is_caught(browser: object, tmp_path: Path) -> None:
     """The probe itself fails on an error and on an empty chart (it would not pass a broken report)."""
     page = tmp_path / "broken.html"

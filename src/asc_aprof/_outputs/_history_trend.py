@@ -79,6 +79,7 @@ def render_trend(
                 x=x + x[::-1],
                 y=[i.entry.p90_us for i in items] + [i.entry.p10_us for i in items][::-1],
                 fill="toself",
+                mode="lines",
                 line={"width": 0},
                 fillcolor="rgba(70,130,180,0.15)",
                 hoverinfo="skip",
@@ -108,12 +109,11 @@ def render_trend(
             )
         )
         fig.update_layout(
-            title=key,
-            xaxis_title="record",
+            xaxis={"title": "record (oldest first)", "dtick": 1},
             yaxis_title="median (µs)",
             template="plotly_white",
             height=340,
-            margin={"l": 60, "r": 20, "t": 48, "b": 50},
+            margin={"l": 60, "r": 20, "t": 20, "b": 50},
         )
         body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"aprof-trend-{n}")
         charts.append(
