@@ -26,6 +26,7 @@ import typing as _typing
 from ._version import __version__
 
 if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each name loads on first use
+    from . import history as history
     from . import report as report
     from . import sim as sim
     from . import stats as stats
@@ -169,11 +170,12 @@ _WHERE: dict[str, str] = {
     "bound_verdict": "._plans._verdict",
 }
 #: Public submodules: the simulated toolkit, statistics, reports and traces, the command line.
-_SUBMODULES = frozenset({"sim", "stats", "report", "cli", "pytest_plugin", "ray_sweep"})
+_SUBMODULES = frozenset({"sim", "stats", "report", "history", "cli", "pytest_plugin", "ray_sweep"})
 
 #: The curated top level: the spec's names, the async profiler, the front door for a run,
 #: bench and tune, the toolkit and the errors. Statistics (``asc_aprof.stats``), reports and
-#: traces (``asc_aprof.report``) and the simulated toolkit (``asc_aprof.sim``) are submodules;
+#: traces (``asc_aprof.report``), the history store (``asc_aprof.history``) and the simulated
+#: toolkit (``asc_aprof.sim``) are submodules;
 #: their names also resolve here, as they did before (``asc_aprof.kernel_stats``).
 __all__ = (
     "AclError",
@@ -213,6 +215,7 @@ __all__ = (
     "aopen_run",
     "bench",
     "discover_toolkit",
+    "history",
     "do_bench",
     "open_run",
     "report",
