@@ -1,6 +1,8 @@
-"""The README's examples run, in order, against the simulated toolkit, as a new user would run them.
+"""The examples of the README and of every page of the docs site (``docs/**/*.md``) run, in order,
+against the simulated toolkit, as a new user would run them.
 
-Every fenced block of README.md is a case, run in one temporary working directory:
+Every fenced block of README.md and of each page is a case, run in a temporary working directory
+of that file's own (a page's blocks run in order, each seeing what the ones before it left):
 
 * ``python``: executed (top-level ``await`` allowed) with :data:`STANDINS` defined, the kernels the
   README leaves to the reader; a block whose first line is ``# name.py`` is written to that file
@@ -34,7 +36,10 @@ from asc_aprof._outputs._json_report import load_json_columns
 from asc_aprof.cli import main
 from asc_aprof.sim import SimControl
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+#: README first, then the docs site's pages (every Markdown file under docs/)
+PAGES = (README, *sorted((REPO / "docs").rglob("*.md")))
 NOT_RUN = re.compile(r"^<!--\s*not-run\b:?\s*(.*?)\s*-->$")
 
 #: What the README leaves to the reader: kernels and their arguments, as simulated launches.
@@ -75,6 +80,7 @@ async def compile_and_launch(case, device):
 
 @dataclasses.dataclass(frozen=True)
 class Block:
+    page: Path
     line: int  # 1-based line of the opening fence
     lang: str
     text: str
@@ -82,11 +88,17 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"L{self.line}-{self.lang or 'plain'}"
+        where = "" if self.page == README else f"{self.page.relative_to(REPO / 'docs').with_suffix('')}:"
+        return f"{where}L{self.line}-{self.lang or 'plain'}"
+
+    @property
+    def where(self) -> str:
+        """``FILE:LINE`` of the block, for messages."""
+        return f"{self.page.relative_to(REPO)}:{self.line}"
 
 
-def readme_blocks() -> list[Block]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+def readme_blocks(page: Path = README) -> list[Block]:
+    lines = page.read_text(encoding="utf-8").splitlines()
     blocks: list[Block] = []
     index = 0
     while index < len(lines):
@@ -97,13 +109,16 @@ def readme_blocks() -> list[Block]:
         end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
         marker = NOT_RUN.match(lines[index - 1].strip()) if index else None
         text = "\n".join(lines[index + 1 : end]) + "\n"
-        blocks.append(Block(index + 1, fence[3:].strip(), text, marker.group(1) if marker else None))
+        blocks.append(Block(page, index + 1, fence[3:].strip(), text, marker.group(1) if marker else None))
         index = end + 1
     return blocks
 
 
 BLOCKS = readme_blocks()
+#: every page's blocks, README's first
+ALL_BLOCKS = [b for page in PAGES for b in readme_blocks(page)]
 RUN = [b for b in BLOCKS if b.not_run is None]
+ALL_RUN = [b for b in ALL_BLOCKS if b.not_run is None]
 
 
 def masked(text: str) -> str:
@@ -130,13 +145,27 @@ def commands(block: Block) -> list[Command]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("readme")
+def workdirs(tmp_path_factory: pytest.TempPathFactory) -> dict[Path, Path]:
+    """Each page's working directory (made on first use)."""
+    return {}
+
+
+@pytest.fixture
+def workdir(
+    request: pytest.FixtureRequest, workdirs: dict[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The working directory of the page the test's block is from (README's for other tests)."""
+    callspec = getattr(request.node, "callspec", None)
+    block = callspec.params.get("block") if callspec is not None else None
+    page = block.page if isinstance(block, Block) else README
+    if page not in workdirs:
+        workdirs[page] = tmp_path_factory.mktemp(page.stem.lower())
+    return workdirs[page]
 
 
 @pytest.fixture
 def in_workdir(workdir: Path, simctl: SimControl, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The shared working directory, the simulated toolkit selected by environment, as the README says."""
+    """The page's working directory, the simulated toolkit selected by environment, as the README says."""
     monkeypatch.chdir(workdir)
     monkeypatch.setenv("ASC_APROF_SIMULATE", "1")
     monkeypatch.delenv("COLUMNS", raising=False)  # a pipe: full tables, as the README shows them
@@ -151,7 +180,7 @@ def run_python(block: Block, workdir: Path) -> None:
         return
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     exec(compile(STANDINS, "<readme stand-ins>", "exec"), namespace)
-    code = compile(block.text, f"README.md:{block.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    code = compile(block.text, block.where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     if code.co_flags & inspect.CO_COROUTINE:
 
         async def top_level() -> None:
@@ -164,11 +193,13 @@ def run_python(block: Block, workdir: Path) -> None:
 
 def run_text(block: Block, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     steps = commands(block)
+    if not steps:  # a diagram or a listing: nothing to run
+        return
     status: int | None = None
     for step, following in zip(steps, [*steps[1:], None], strict=True):
         argv = step.argv
         if argv == ["echo", "$?"]:
-            assert status == int(step.shown[0]), f"README.md:{block.line}: `$?` is {status}"
+            assert status == int(step.shown[0]), f"{block.where}: `$?` is {status}"
             continue
         if argv[0] == "asc-aprof":
             capsys.readouterr()
@@ -184,16 +215,15 @@ def run_text(block: Block, workdir: Path, capsys: pytest.CaptureFixture[str]) ->
             )
             status, out, err = done.returncode, done.stdout, done.stderr
         else:
-            raise AssertionError(f"README.md:{block.line}: the harness cannot run {argv[0]!r}; mark it")
+            raise AssertionError(f"{block.where}: the harness cannot run {argv[0]!r}; mark it")
         if following is None or following.argv != ["echo", "$?"]:
-            assert status == 0, f"README.md:{block.line}: `{shlex.join(argv)}` exited {status}:\n{out}{err}"
+            assert status == 0, f"{block.where}: `{shlex.join(argv)}` exited {status}:\n{out}{err}"
         printed = {masked(line) for line in (out + err).splitlines()}
         for line in step.shown:
             if line.strip() in ("", "..."):  # an elided part of the output
                 continue
             assert masked(line) in printed, (
-                f"README.md:{block.line}: `{shlex.join(argv)}` no longer prints\n  {line}\n"
-                f"it printed:\n{out}{err}"
+                f"{block.where}: `{shlex.join(argv)}` no longer prints\n  {line}\nit printed:\n{out}{err}"
             )
 
 
@@ -210,7 +240,7 @@ def run_json(block: Block, workdir: Path) -> None:
         assert [k.to_dict() for k in run_kernel_stats(loaded.runs, skip=loaded.skip)] == data["kernels"]
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+@pytest.mark.parametrize("block", ALL_RUN, ids=[b.id for b in ALL_RUN])
 def test_readme_block_runs(block: Block, in_workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     if block.lang == "python":
         run_python(block, in_workdir)
@@ -220,7 +250,7 @@ def test_readme_block_runs(block: Block, in_workdir: Path, capsys: pytest.Captur
         run_json(block, in_workdir)
     else:
         raise AssertionError(
-            f"README.md:{block.line}: a {block.lang or 'plain'} block the harness cannot run: make it "
+            f"{block.where}: a {block.lang or 'plain'} block the harness cannot run: make it "
             "runnable or mark it <!-- not-run: why --> on the line above"
         )
 
@@ -231,6 +261,13 @@ def test_few_blocks_are_not_run_and_each_says_why() -> None:
     # the install/CI commands, and two fragments of the timelines section that tests/look runs
     installs = [b for b in skipped if "pip install" in b.text or ".ci/run" in b.text]
     assert len(installs) == 3 and len(skipped) <= 5, [b.id for b in skipped]
+
+
+def test_the_docs_pages_run_their_examples_and_say_why_not() -> None:
+    pages = [b for b in ALL_BLOCKS if b.page != README]
+    skipped = [b for b in pages if b.not_run is not None]
+    assert all(b.not_run for b in skipped)
+    assert len(skipped) <= 3, [b.id for b in skipped]  # CI recipes and the like, not examples
 
 
 def test_the_harness_sees_every_kind_of_example() -> None:
