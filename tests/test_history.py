@@ -218,7 +218,7 @@ _WRITER = textwrap.dedent(
 
 def _python(*args: str, **kwargs: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, *args], env=env, text=True, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen([sys.executable, *args], env=env, text=True, **kwargs)  # type: ignore[call-overload,no-any-return]
 
 
 def test_four_processes_recording_at_once_all_land(db: str) -> None:
@@ -296,6 +296,7 @@ def simulated_run(root: Path, duration_us: float, *, count: int = 30) -> Path:
     with profiler.profile(cleanup=False) as run:
         sim.launch("add_custom", count=count, duration_us=duration_us)
         sim.launch("mul_custom", count=count, duration_us=3.0)
+    assert run.run_id is not None
     return root / run.run_id
 
 
