@@ -66,7 +66,9 @@ def test_summary_table_and_json(
         "total_us",
         "counters",
         "verdict",
+        "aic_mhz",  # the simulated 910B run carries the AI Core clock (lpmInfoConv), read natively
     }
+    assert kernels["matmul"]["aic_mhz"] == data["runs"][0]["aic_mhz"]["median"]
     assert kernels["matmul"]["counters"] is None and kernels["matmul"]["verdict"] is None  # no --metrics
     assert kernels["matmul"]["count"] == 28 and kernels["matmul"]["median_us"] == 42.0
     code, out, _ = run_cli(capsys, "summary", str(result_dir), "--name", "add", "--json")
@@ -128,10 +130,15 @@ def test_summary_reads_a_run_natively_without_a_toolkit(
     assert code == 0, err
     assert find_summary_csvs(run)
     exported = json.loads(out)
+    # natively, each kernel has its AI Core clock (the simulated 910B's lpmInfoConv); CSVs have none
+    assert all(k.pop("aic_mhz") == 1650.0 for k in native["kernels"])
     assert native["kernels"] == exported["kernels"] and {k["name"] for k in native["kernels"]} == {
         "matmul",
         "add",
     }
+    assert all(
+        g.pop("aic_mhz") == [1650.0] * len(g["duration_us"]) for r in native["runs"] for g in r["samples"]
+    )
     assert [r["samples"] for r in native["runs"]] == [r["samples"] for r in exported["runs"]]
     assert native_columns == load_run_columns(run) == [read_columns(run)]
 

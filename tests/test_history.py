@@ -218,7 +218,7 @@ _WRITER = textwrap.dedent(
 
 def _python(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, *args], env=env, text=True)
+    return subprocess.Popen([sys.executable, *args], env=env, text=True, stderr=subprocess.PIPE)
 
 
 def test_four_processes_recording_at_once_all_land(db: str) -> None:

@@ -642,7 +642,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise CliError(
             "no kernel appears in both BASE and NEW" + (f" with a value of {metric}" if counted else "")
         )
-    regressions = [c for c in changes if c.significant and c.change_pct > args.threshold]
+    slower = [c for c in changes if c.significant and c.change_pct > args.threshold]
+    # slower in time but not in cycles (duration x AI Core clock): the clock's change, not the kernel's
+    ambiguous = [c for c in slower if c.clock_explains(args.threshold)]
+    regressions = [c for c in slower if c not in ambiguous]
     if args.json:
         json.dump(
             {
@@ -652,14 +655,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 "threshold_pct": args.threshold,
                 "kernels": [c.to_dict() for c in changes],
                 "regressions": [c.name for c in regressions],
+                "ambiguous": [c.name for c in ambiguous],
             },
             sys.stdout,
         )
         print()
     else:
-        rows = [_change_row(c, c in regressions) for c in changes]
+        rows = [_change_row(c, c in regressions, c in ambiguous) for c in changes]
         what = "Median change NEW vs BASE (µs, " if not counted else f"Median {metric} NEW vs BASE ("
         print_table(f"{what}95% bootstrap interval)", COMPARE_COLUMNS, rows)
+        for c in ambiguous:
+            print(
+                f"{AMBIGUOUS_CLOCK}: {_kernel_on(c.name, c.device)} is {_pct(c.change_pct)} in time but "
+                f"{_pct(c.cycles_change_pct or 0.0)} in cycles [{_pct(c.cycles_ci_low_pct or 0.0)}, "
+                f"{_pct(c.cycles_ci_high_pct or 0.0)}] (AI Core clock {c.base_aic_mhz:g} -> "
+                f"{c.new_aic_mhz:g} MHz median): not counted as a regression"
+            )
     if args.fail_on_regression and regressions:
         names = ", ".join(_kernel_on(c.name, c.device) for c in regressions)
         how = "slower" if metric == DURATION else f"higher in {metric}"
@@ -680,9 +691,15 @@ def _pct(value: float) -> str:
     return f"{value:+.2f}%" if math.isfinite(value) else "n/a"
 
 
-def _change_row(c: KernelChange, regression: bool) -> list[str]:
+#: compare's verdict for a kernel slower in time but not in cycles (see KernelChange.clock_explains).
+AMBIGUOUS_CLOCK = "AMBIGUOUS: the clock changed"
+
+
+def _change_row(c: KernelChange, regression: bool, ambiguous: bool = False) -> list[str]:
     flagged = "REGRESSION" if c.metric == DURATION else "INCREASE"
     verdict = flagged if regression else ("significant" if c.significant else "same")
+    if ambiguous:
+        verdict = AMBIGUOUS_CLOCK
     shown = fmt if c.metric == DURATION else fmt_value
     return [
         "-" if c.device is None else str(c.device),
@@ -1113,7 +1130,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--threshold", type=float, default=5.0, help="regression threshold in percent (default 5)"
     )
     compare.add_argument(
-        "--fail-on-regression", action="store_true", help="exit 1 on a significant regression"
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 on a significant regression (one that disappears in cycles, duration x AI Core "
+        "clock, is AMBIGUOUS: the clock changed, and does not fail)",
     )
     compare.add_argument("--skip", type=int, default=0, help="drop N leading samples of each kernel")
     compare.add_argument(

@@ -26,6 +26,7 @@ from asc_aprof import (
     sweep_timelines,
     write_trace,
 )
+from asc_aprof._outputs._trace import CLOCK_TRACK
 from asc_aprof.cli import main as cli_main
 
 from . import trace_format
@@ -237,3 +238,27 @@ def test_the_checker_catches_what_the_viewers_refuse() -> None:
     assert trace_format.check(negative) == ["event 2: negative ts / dur"]
     assert trace_format.check({"traceEvents": [{"ph": "B", "pid": 1, "tid": 1, "name": "k"}]}) != []
     assert trace_format.check({"traceEvents": {}}) == ["traceEvents is not a list"]
+
+
+def test_the_ai_core_clock_is_a_counter_track_of_its_changes(tmp_path: Path) -> None:
+    """Each task's clock in its args; per device a point at each task start where it changes
+    (also when every clock is the same); none for tasks without a clock."""
+    base = 1_784_171_285_754_947_983
+    clocks = [1650.0, 1650.0, 800.0, 800.0, 1650.0]
+    tasks = [
+        TimedTask(ProfilingTask(i, "k", "AI_CORE", 1.0, 0), base + 10_000 * i, 1, None, mhz)
+        for i, mhz in enumerate(clocks)
+    ]
+    tasks += [TimedTask(ProfilingTask(9, "k", "AI_CORE", 1.0, 1), base, 1, None, 1650.0)]
+    tasks += [TimedTask(ProfilingTask(10, "k", "AI_CORE", 1.0, 2), base, 1)]  # no clock known
+    data = trace_format.load(write_trace([Timeline("PROF_1", tuple(tasks))], tmp_path / "t.json"))
+    assert trace_format.check(data) == []
+    track = [
+        (e["pid"], e["ts"], e["args"]["value"]) for e in data["traceEvents"] if e.get("name") == CLOCK_TRACK
+    ]
+    assert track == [(1, 0.0, 1650.0), (1, 20.0, 800.0), (1, 40.0, 1650.0), (2, 0.0, 1650.0)]
+    events = [e for e in trace_format.complete_events(data) if e["cat"] != "run"]
+    args = {(e["pid"], e["args"]["task_id"]): e["args"].get("aic_mhz") for e in events}
+    assert args[(1, 2)] == 800.0 and args[(2, 9)] == 1650.0 and args[(3, 10)] is None
+    # a timeline read from CSVs (no clock) equals one read natively: the clock is not compared
+    assert tasks[0] == TimedTask(tasks[0].task, tasks[0].start_ns, 1)

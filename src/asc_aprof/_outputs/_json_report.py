@@ -10,8 +10,16 @@ Report format ``asc-aprof.report``, version 3 (written)::
                "counters": [column, ...] | null,
                "samples": null | [{"device": int|null, "name": str, "type": str,
                                    "duration_us": [float, ...],
-                                   "counters": {column: [float|null, ...]} | null}, ...]}, ...],
+                                   "counters": {column: [float|null, ...]} | null,
+                                   "aic_mhz": [float|null, ...]}, ...],
+               "aic_mhz": {"median": float, "min": float, "max": float, "tasks": int}}, ...],
      "kernels": [<KernelStats.to_dict()>, ...]}
+
+The AI Core clock (``aic_mhz``, MHz, at each task's start; runs read from their raw data on a
+910B): a run entry's ``"aic_mhz"`` gives the median, lowest and highest clock over its tasks whose
+clock is known and how many those are; a kernel entry's ``"aic_mhz"`` the median over the
+kernel's tasks; a samples group's ``"aic_mhz"`` one clock per duration (null: unknown). Each is
+written only where some clock is known, so a report of runs read from CSVs keeps its format.
 
 Version 3 scales with the tasks: a summary report keeps no sample (``"samples": null``, a few
 hundred bytes per kernel however many tasks ran), and a report that keeps them (``asc-aprof
@@ -56,7 +64,7 @@ from .._model._records import ProfilingResult, local_time, utc_text
 from .._model._toolkit import Toolkit
 from .._plans._columns import NO_ID, ColumnBatch, ColumnBuilder, TaskColumns, counter_bytes, group_rows, take
 from .._plans._raw import Reader
-from .._plans._stats import KernelStats
+from .._plans._stats import KernelStats, quantile
 from .._runs._info import RunInfo
 from .._runs._run import Run
 
@@ -117,6 +125,16 @@ def run_entry(columns: TaskColumns, samples: bool) -> dict[str, Any]:
         "counters": None if counters is None else list(counters.columns),
         "samples": None,
     }
+    clock = columns._clock
+    if clock is not None:
+        known = sorted(v for v in memoryview(clock).cast("d") if v == v)
+        if known:
+            entry["aic_mhz"] = {
+                "median": quantile(known, 0.5),
+                "min": known[0],
+                "max": known[-1],
+                "tasks": len(known),
+            }
     if not samples:
         return entry
     grouping = group_rows(columns, 0)
@@ -127,17 +145,18 @@ def run_entry(columns: TaskColumns, samples: bool) -> dict[str, Any]:
     for g, (dev_code, name_code, first) in enumerate(grouping.keys):
         start, stop = grouping.starts[g], grouping.starts[g + 1]
         values = take(durations, grouping.order, start, stop)
-        groups.append(
-            {
-                "device": columns.devices[dev_code],
-                "name": columns.names[name_code],
-                "type": columns.types[type_codes[first]],
-                "duration_us": memoryview(values).cast("d").tolist(),
-                "counters": None
-                if raw is None
-                else {col: _floats(take(data, grouping.order, start, stop)) for col, data in raw.items()},
-            }
-        )
+        group: dict[str, Any] = {
+            "device": columns.devices[dev_code],
+            "name": columns.names[name_code],
+            "type": columns.types[type_codes[first]],
+            "duration_us": memoryview(values).cast("d").tolist(),
+            "counters": None
+            if raw is None
+            else {col: _floats(take(data, grouping.order, start, stop)) for col, data in raw.items()},
+        }
+        if clock is not None:
+            group["aic_mhz"] = _floats(take(clock, grouping.order, start, stop))
+        groups.append(group)
     entry["samples"] = groups
     return entry
 
@@ -150,6 +169,7 @@ def columns_of_entry(entry: Mapping[str, Any]) -> TaskColumns | None:
     names = entry.get("counters")
     builder = ColumnBuilder(names is not None)
     tables = builder.tables
+    clocks: list[float] = []
     for group in groups:
         durations = array("d", [float(v) for v in group["duration_us"]])
         n = len(durations)
@@ -168,7 +188,12 @@ def columns_of_entry(entry: Mapping[str, Any]) -> TaskColumns | None:
         dev_bytes, name_bytes, type_bytes = (array("i", [code]).tobytes() * n for code in codes)
         no_ids = array("q", [NO_ID]).tobytes() * n
         builder.add(ColumnBatch(durations.tobytes(), no_ids, dev_bytes, name_bytes, type_bytes, n, counters))
-    return builder.build(str(entry["run_id"]), local_time(_dt.datetime.fromisoformat(entry["stored_at"])))
+        mhz = group.get("aic_mhz")
+        if mhz is not None and len(mhz) != n:
+            raise ValueError(f"aic_mhz has {len(mhz)} values for {n} durations of {group['name']!r}")
+        clocks += [math.nan if v is None else float(v) for v in mhz or [None] * n]
+    built = builder.build(str(entry["run_id"]), local_time(_dt.datetime.fromisoformat(entry["stored_at"])))
+    return built.with_aic_mhz(clocks) if clocks else built
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

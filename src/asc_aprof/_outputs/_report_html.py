@@ -179,6 +179,15 @@ def _table(head: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence
     return f"<table><tr>{cells}</tr>{body}</table>"
 
 
+def _clock(kernel: KernelView) -> str:
+    """The kernel's median AI Core clock, with its range when its tasks ran at several ("-": unknown)."""
+    if kernel.aic_mhz is None:
+        return "-"
+    text = f"{kernel.aic_mhz:.0f}"
+    low, high = kernel.aic_mhz_range or (kernel.aic_mhz, kernel.aic_mhz)
+    return text if low == high else f"{text} ({low:.0f}–{high:.0f})"
+
+
 def _kernel_order(kernels: Sequence[KernelView]) -> list[str]:
     totals: dict[str, float] = {}
     for k in kernels:
@@ -231,6 +240,7 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
     # An input column only where the inputs were labelled, a case column only in a sweep.
     labelled = any(k.group for k in model.kernels)
     swept = any(k.case is not None for k in model.kernels)
+    clocked = any(k.aic_mhz is not None for k in model.kernels)
     rows = [
         [
             *([_e(k.group or "-")] if labelled else []),
@@ -245,6 +255,7 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
             _fmt(k.p90),
             _fmt(k.min),
             _fmt(k.max),
+            *([_clock(k)] if clocked else []),
         ]
         for k in model.kernels
     ]
@@ -261,8 +272,10 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
         "p90",
         "min",
         "max",
+        *(["AI Core clock (MHz)"] if clocked else []),
     ]
     numeric = [False] * (labelled + swept) + [False, False, False, True, True, True, True, True, True, True]
+    numeric += [True] * clocked
     more = ""
     if len(order) > MAX_KERNEL_CHARTS:
         more = (
@@ -273,7 +286,14 @@ def _distribution_section(page: _Page, model: ReportModel) -> str:
     return (
         '<section id="kernels"><h2>Kernels: duration per (device, kernel)</h2>'
         '<p class="muted">Times in µs. Violins show the samples; the diamond is the median with its '
-        "95% distribution-free interval.</p>"
+        "95% distribution-free interval."
+        + (
+            " AI Core clock: the median at the tasks' starts (their range when it changed), as the "
+            "run's clock records and the exporter's freq.db give it."
+            if clocked
+            else ""
+        )
+        + "</p>"
         f'<div class="grid">{"".join(charts)}</div>{more}{_table(head, rows, numeric)}</section>'
     )
 

@@ -23,6 +23,9 @@ report shows min..max with the coverage it has. Comparisons use
 threshold, ``faster`` when significant and below minus the threshold, ``significant`` or ``same``
 otherwise.
 
+Clock: for (group, device, kernel), the median AI Core clock at its tasks' starts and its range,
+where the tasks carry one (:attr:`TimedTask.aic_mhz`: timelines read from raw data).
+
 Counters: for (group, device, kernel), the median of every counter column over the tasks that
 have it (timelines read with counters, or results parsed with ``counters=True``). A *verdict*
 callable, given those medians and the kernel's median duration (µs), returns the bound verdict to
@@ -159,6 +162,10 @@ class KernelView:
     verdict: str | None
     #: the sweep case the samples come from (None outside a sweep): cases are never pooled
     case: str | None = None
+    #: the median AI Core clock (MHz) at the starts of its tasks whose clock is known (timelines
+    #: read from raw data), None when none is; :attr:`aic_mhz_range` their lowest and highest
+    aic_mhz: float | None = None
+    aic_mhz_range: tuple[float, float] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -321,6 +328,7 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
         ordered = sorted(durations)
         counters = _counter_medians(timed_tasks)
         median = median_interval(ordered)
+        clocks = sorted(t.aic_mhz for t in timed_tasks if t.aic_mhz == t.aic_mhz)
         views.append(
             KernelView(
                 group,
@@ -336,6 +344,8 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
                 counters,
                 verdict(counters, median.median) if verdict is not None and counters else None,
                 case,
+                quantile(clocks, 0.5) if clocks else None,
+                (clocks[0], clocks[-1]) if clocks else None,
             )
         )
     rank = {

@@ -15,6 +15,10 @@ gzip-compressed when its name ends in ``.gz`` (both viewers open that as it is):
   counters (when read);
 * per device, a counter track (``"ph": "C"``) for each PMU counter that varies between the
   device's tasks: the task's value from its start to its end, 0 between tasks;
+* per device whose tasks carry the AI Core clock (runs read from their raw data on a 910B), a
+  counter track :data:`CLOCK_TRACK`: the clock in effect at each task's start (the real
+  exporter's ``freq.db``), a point wherever it differs from the previous task's, so a change
+  between two tasks shows at the start of the second; the task's ``args`` hold it as ``aic_mhz``;
 * per device, a ``Runs`` thread on top with one complete event per run (named by its case when
   the run is labelled, else by the run id) spanning that run's tasks on the device, so sweeps
   read case by case.
@@ -49,6 +53,8 @@ from ._replace import replacing
 #: ``tid`` base of the threads that are not a stream (the Runs lane, overlap lanes, no stream id).
 SYNTHETIC_TID: Final = 1 << 20
 HOST_PID: Final = 0
+#: The name of the AI Core clock's counter track (one per device).
+CLOCK_TRACK: Final = "AI Core clock (MHz)"
 
 
 def _us(ns: int) -> str:
@@ -92,6 +98,8 @@ def _task_args(timeline: Timeline, timed: TimedTask) -> dict[str, Any]:
         args["case"] = case
     args["start_unix_ns"] = str(timed.start_ns)
     args["duration_ns"] = timed.duration_ns
+    if timed.aic_mhz == timed.aic_mhz:  # not NaN
+        args["aic_mhz"] = timed.aic_mhz
     if timed.counters:
         args["counters"] = dict(timed.counters)
     return args
@@ -107,6 +115,8 @@ class _Builder:
         self.skipped = 0
         #: per (pid, counter column): (start, end, value) of each task that has the counter
         self.counter_spans: dict[tuple[int, str], list[tuple[int, int, float]]] = {}
+        #: per pid: (start, AI Core clock) of each task whose clock is known
+        self.clocks: dict[int, list[tuple[int, float]]] = {}
 
     def _tid(self, pid: int, stream: int | None, lane: int) -> int:
         base = "Stream ?" if stream is None else f"Stream {stream}"
@@ -142,6 +152,8 @@ class _Builder:
             self.events.append(
                 (start, pid, tid, end - start, task.task.name, task.task.type, _task_args(timeline, task))
             )
+            if task.aic_mhz == task.aic_mhz:  # not NaN
+                self.clocks.setdefault(pid, []).append((start, task.aic_mhz))
             if task.counters:
                 for column, value in task.counters.items():
                     if value is not None:
@@ -211,7 +223,9 @@ class _Builder:
     def counter_events(self) -> list[tuple[int, int, str, float]]:
         """Counter tracks (``"ph": "C"``): per device, each counter that varies between its tasks
         takes the task's value at its start and 0 at its end (a constant counter stays in the
-        tasks' args only). (ts, pid, column, value), in time order per track."""
+        tasks' args only); the AI Core clock (:data:`CLOCK_TRACK`) takes each task's clock at its
+        start where it changes (shown even when constant). (ts, pid, column, value), in time
+        order per track."""
         out: list[tuple[int, int, str, float]] = []
         for (pid, column), spans in sorted(self.counter_spans.items()):
             if len({value for _, _, value in spans}) < 2:
@@ -222,6 +236,12 @@ class _Builder:
                 points.append((end, 0, 0.0))
             points.sort()
             out.extend((ts, pid, column, value) for ts, _, value in points)
+        for pid, starts in sorted(self.clocks.items()):
+            last = None
+            for ts, mhz in sorted(starts, key=lambda p: p[0]):  # (stable: input order at one instant)
+                if mhz != last:
+                    out.append((ts, pid, CLOCK_TRACK, mhz))
+                    last = mhz
         return out
 
 

@@ -78,6 +78,8 @@ class KernelStats:
         the CSV, None when every value was ``N/A``); empty when no counters were given
     :ivar verdict: the bound verdict from those medians (see :data:`~asc_aprof.VERDICT_RULE`);
         None when no counters were given
+    :ivar aic_mhz: the median AI Core clock (MHz) at the starts of the kernel's tasks whose clock
+        is known (:meth:`TaskColumns.aic_mhz`: runs read from their raw data); None when none is
     """
 
     device: int | None
@@ -93,6 +95,8 @@ class KernelStats:
     total_us: float
     counters: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
     verdict: Verdict | None = None
+    #: not compared: statistics of a run read natively equal those of its CSVs, which have no clock
+    aic_mhz: float | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelStats:
@@ -113,16 +117,20 @@ class KernelStats:
             total_us=float(data["total_us"]),
             counters={str(k): None if v is None else float(v) for k, v in (counters or {}).items()},
             verdict=None if verdict is None else Verdict.from_dict(verdict),
+            aic_mhz=None if data.get("aic_mhz") is None else float(data["aic_mhz"]),
         )
 
     def to_dict(self) -> dict[str, Any]:
         """The report's ``kernels`` entry: every field; ``counters`` and ``verdict`` are null when
-        no counters were given."""
+        no counters were given; ``aic_mhz`` only when the clock is known (reports of runs read
+        from CSVs keep their format)."""
         out: dict[str, Any] = {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
-            if field.name not in ("counters", "verdict")
+            if field.name not in ("counters", "verdict", "aic_mhz")
         }
+        if self.aic_mhz is not None:
+            out["aic_mhz"] = self.aic_mhz
         out["counters"] = dict(self.counters) if self.verdict is not None else None
         out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         return out
@@ -135,7 +143,7 @@ def _source(tasks: TaskSource, counters: TaskCounters | None) -> _Run:
         if len(counters) != len(tasks):
             raise InvalidArgumentError(f"counters has {len(counters)} rows for {len(tasks)} tasks")
         return TaskColumns._wrap(
-            tasks._cols, tasks._tables, len(tasks), counters, tasks.run_id, tasks.stored_at
+            tasks._cols, tasks._tables, len(tasks), counters, tasks.run_id, tasks.stored_at, tasks._clock
         )
     if isinstance(tasks, ProfilingResult):
         return tasks.tasks, counters if counters is not None else tasks.counters
@@ -321,6 +329,12 @@ class KernelChange:
     (new - base) / base in percent (0 when both are 0, ``inf`` when only the base is);
     ``ci_low_pct`` / ``ci_high_pct`` bound it with a percentile bootstrap (95%);
     ``significant`` when the interval excludes 0.
+
+    In cycle space (a duration comparison where every task of the kernel on both sides has its
+    AI Core clock, :meth:`TaskColumns.aic_mhz`): ``cycles_change_pct`` with its interval
+    ``cycles_ci_low_pct`` / ``cycles_ci_high_pct`` is the same comparison of duration x clock
+    (the cycles each task took), ``base_aic_mhz`` / ``new_aic_mhz`` the sides' median clocks;
+    all None otherwise. See :meth:`clock_explains`.
     """
 
     device: int | None
@@ -335,6 +349,22 @@ class KernelChange:
     new_count: int
     metric: str = DURATION
     difference: float = 0.0
+    cycles_change_pct: float | None = None
+    cycles_ci_low_pct: float | None = None
+    cycles_ci_high_pct: float | None = None
+    base_aic_mhz: float | None = None
+    new_aic_mhz: float | None = None
+
+    def clock_explains(self, threshold_pct: float) -> bool:
+        """Whether a change beyond *threshold_pct* in time is none in cycles: significantly more
+        than *threshold_pct* slower in time, but not so in cycles (its cycle interval reaches
+        0, or its cycle change is within the threshold). Such a change is the clock's, not the
+        kernel's: ``compare`` reports it ``AMBIGUOUS: the clock changed`` and its gate passes."""
+        if self.cycles_change_pct is None or self.cycles_ci_low_pct is None:
+            return False
+        slower = self.significant and self.change_pct > threshold_pct
+        in_cycles = self.cycles_ci_low_pct > 0 and self.cycles_change_pct > threshold_pct
+        return slower and not in_cycles
 
     @property
     def base_median_us(self) -> float:
@@ -486,6 +516,11 @@ def _compare(
     else:
         gb = _side_values(base, metric, "BASE", skip)
         gn = _side_values(new, metric, "NEW", skip)
+    cb: Mapping[Key, Sequence[float] | None] = {}
+    cn: Mapping[Key, Sequence[float] | None] = {}
+    if metric == DURATION and (base_columns is not None or new_columns is not None):
+        cb = column_side_clocks(base_columns or _as_columns_all(base), skip)
+        cn = column_side_clocks(new_columns or _as_columns_all(new), skip)
     out: list[KernelChange] = []
     for key, bd in gb.items():
         nd = gn.get(key)
@@ -494,6 +529,21 @@ def _compare(
         if not bd or not nd:
             continue  # every value N/A on one side
         change, low, high = bootstrap_change(bd, nd, resamples=resamples)
+        cycles: tuple[float | None, ...] = (None,) * 5
+        base_clock, new_clock = cb.get(key), cn.get(key)
+        if base_clock is not None and new_clock is not None:
+            c_change, c_low, c_high = bootstrap_change(
+                [d * c for d, c in zip(bd, base_clock, strict=True)],
+                [d * c for d, c in zip(nd, new_clock, strict=True)],
+                resamples=resamples,
+            )
+            cycles = (
+                _rounded(c_change),
+                _rounded(c_low),
+                _rounded(c_high),
+                _fast_median(base_clock),
+                _fast_median(new_clock),
+            )
         base_median, new_median = _fast_median(bd), _fast_median(nd)
         if metric == DURATION:
             base_median, new_median = round(base_median, 3), round(new_median, 3)
@@ -511,10 +561,19 @@ def _compare(
                 new_count=len(nd),
                 metric=metric,
                 difference=new_median - base_median,
+                cycles_change_pct=cycles[0],
+                cycles_ci_low_pct=cycles[1],
+                cycles_ci_high_pct=cycles[2],
+                base_aic_mhz=cycles[3],
+                new_aic_mhz=cycles[4],
             )
         )
     out.sort(key=lambda c: abs(c.change_pct), reverse=True)
     return out
+
+
+def _rounded(value: float) -> float:
+    return round(value, 2) if math.isfinite(value) else value
 
 
 # -- the columnar path ---------------------------------------------------------------------------
@@ -581,9 +640,11 @@ def _column_kernel_stats(
     merged, orders = _column_groups(runs, device=device, name=name, skip=skip)
     durations = [cols._cols[0] for cols in runs]
     counted = [counter_bytes(c.counters) if c.counters is not None else None for c in runs]
+    clocks = [cols._clock for cols in runs]
     out: list[KernelStats] = []
     for (dev, kname), entry in merged.items():
         values = _gather(durations, orders, entry.spans, False)
+        known = _gather(clocks, orders, entry.spans, True) if any(clocks) else b""
         n = len(values) // 8
         total = exact_sum(values)
         q = quantiles_of(values, (0.1, 0.5, 0.9), extremes=True)
@@ -614,6 +675,7 @@ def _column_kernel_stats(
                 total_us=round(total, 3),
                 counters=medians,
                 verdict=verdict,
+                aic_mhz=quantiles_of(known, (0.5,))[0.5] if known else None,
             )
         )
     out.sort(key=lambda s: s.total_us, reverse=True)
@@ -645,6 +707,22 @@ def column_side_values(
         key: memoryview(_gather(sources, orders, entry.spans, metric != DURATION)).cast("d")
         for key, entry in merged.items()
     }
+
+
+def column_side_clocks(runs: Sequence[TaskColumns], skip: int) -> dict[Key, memoryview[float] | None]:
+    """Each task's AI Core clock per (device, kernel) over one side's runs, aligned with
+    :func:`column_side_values` of the durations; None for a kernel where any task's clock is
+    unknown (NaN, or a run without clock data)."""
+    merged, orders = _column_groups(runs, device=None, name=None, skip=skip)
+    sources = [cols._clock for cols in runs]
+    out: dict[Key, memoryview[float] | None] = {}
+    for key, entry in merged.items():
+        if any(sources[run] is None for run, _, _ in entry.spans):
+            out[key] = None
+            continue
+        values = memoryview(_gather(sources, orders, entry.spans, False)).cast("d")
+        out[key] = values if all(v == v and v > 0 for v in values) else None
+    return out
 
 
 # -- the median's interval and outliers -------------------------------------------------------------------

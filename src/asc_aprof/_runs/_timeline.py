@@ -20,6 +20,10 @@ with the unit as in the header (``aiv_vec_ratio``, ``aic_mte2_time(us)``,
 ``aiv_main_mem_read_bw(GB/s)``, 310B's ``vec_exe_ratio``); a cell that is not a number (``N/A``)
 is None. task_time files have no counters.
 
+The AI Core clock at each task's start (``aic_mhz``, MHz) comes from the raw reader
+(:meth:`~asc_aprof._plans._raw.RawResult.aic_mhz`, what the real exporter's ``freq.db`` says);
+exported CSVs carry no clock, so a timeline read from them has NaN there.
+
 Cases label what a sweep ran: a run holds one collection window, which several devices can share
 with a different case each, so a :class:`Timeline` maps devices to case labels.
 """
@@ -59,12 +63,31 @@ class TimedTask(NamedTuple):
         CSV has no start column
     :ivar stream: its stream id, or None when the CSV has none
     :ivar counters: the counter cells by column name (None for ``N/A``); None when not read
+    :ivar aic_mhz: the AI Core clock in effect at its start (MHz), as the run's ``lpmInfoConv`` /
+        ``lpmFreqConv`` data and the real exporter's ``freq.db`` give it; NaN where unknown (no
+        clock data, or a timeline read from CSVs). Not compared: a task read from the raw data
+        equals the same task read from its exported CSVs, which carry no clock (as
+        :class:`~asc_aprof.TaskColumns` equality ignores its clocks)
     """
 
     task: ProfilingTask
     start_ns: int | None
     stream: int | None
     counters: Mapping[str, float | None] | None = None
+    aic_mhz: float = math.nan
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TimedTask):
+            return self[:4] == other[:4]
+        return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        if isinstance(other, TimedTask):
+            return self[:4] != other[:4]
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self[:4])
 
     @property
     def duration_ns(self) -> int:
@@ -170,7 +193,7 @@ def csv_timeline(
                 stream_id = _stream(stream)
             values = _counters(names, cells[2:]) if names else None
             # tuple.__new__: a NamedTuple's own __new__ costs as much again per task
-            append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values)))
+            append(_new_tuple(TimedTask, (task, cell_ns(cells[1], unit), stream_id, values, math.nan)))
     run_id = run.resolve().name
     return Timeline(run_id, tuple(timed), _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
 
@@ -180,13 +203,14 @@ def raw_timeline(
 ) -> Timeline:
     """The timeline of a run the raw reader read (*raw*): what :func:`csv_timeline` reads from
     its CSVs once exported (the same tasks, starts and streams), with the PMU counters when the
-    raw reader read them (``RawResult.counters``)."""
+    raw reader read them (``RawResult.counters``) and each task's AI Core clock."""
     rows: Iterable[Mapping[str, float | None] | None] = (
         raw.counters.rows() if raw.counters is not None and raw.counters.columns else repeat(None)
     )
+    clocks: Iterable[float] = raw.aic_mhz() if raw.clocks else repeat(math.nan)
     timed = tuple(
-        _new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, row))
-        for t, row in zip(raw.tasks, rows, strict=False)
+        _new_tuple(TimedTask, (t.task(), t.start_ns, t.stream_id, row, mhz))
+        for t, row, mhz in zip(raw.tasks, rows, clocks, strict=False)
     )
     run_id = Path(run).resolve().name
     return Timeline(run_id, timed, _cases_of(case, dict.fromkeys(t.task.device for t in timed)))
