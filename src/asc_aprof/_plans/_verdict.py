@@ -185,7 +185,14 @@ def bound_verdict(
     if value >= SOL_BOUND:
         kind = VerdictKind.MEMORY_BOUND if top in MEMORY_RESOURCES else VerdictKind.COMPUTE_BOUND
         return dataclasses.replace(
-            verdict, kind=kind, pipe=top, ratio=value, reason=fractions_text(fractions), fractions=fractions
+            verdict,
+            kind=kind,
+            pipe=top,
+            core=None,
+            column=None,
+            ratio=value,
+            reason=fractions_text(fractions),
+            fractions=fractions,
         )
     reason = f"{verdict.reason}; of the chip's peak: {fractions_text(fractions).replace(' of peak', '')}"
     return dataclasses.replace(verdict, reason=reason, fractions=fractions)
