@@ -128,7 +128,8 @@ class KernelStats:
             for field in dataclasses.fields(self)
             if field.name not in ("counters", "verdict", "speed_of_light")
         }
-        out["speed_of_light"] = dict(self.speed_of_light)
+        if self.speed_of_light:  # only with the chip: reports without it keep their format
+            out["speed_of_light"] = dict(self.speed_of_light)
         out["counters"] = dict(self.counters) if self.verdict is not None else None
         out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         return out
