@@ -34,6 +34,9 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each n
     from ._cann._binding import ProfilerConfig as ProfilerConfig
     from ._cann._discovery import discover_toolkit as discover_toolkit
     from ._cann._files import RunFileError as RunFileError
+    from ._model._chips import CHIP_TABLE as CHIP_TABLE
+    from ._model._chips import ChipSpec as ChipSpec
+    from ._model._chips import chip_spec as chip_spec
     from ._model._counters import TaskCounters as TaskCounters
     from ._model._enums import AicoreMetrics as AicoreMetrics
     from ._model._enums import ProfileType as ProfileType
@@ -56,11 +59,16 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each n
     from ._plans._bench import AttributionError as AttributionError
     from ._plans._bench import BenchConfig as BenchConfig
     from ._plans._bench import BenchResult as BenchResult
+    from ._plans._bench import GroupRun as GroupRun
     from ._plans._bench import KernelTime as KernelTime
     from ._plans._bench import StopReason as StopReason
     from ._plans._columns import NO_ID as NO_ID
     from ._plans._columns import TaskColumns as TaskColumns
     from ._plans._parser import TaskParser as TaskParser
+    from ._plans._sol import ChipFacts as ChipFacts
+    from ._plans._sol import SolFigures as SolFigures
+    from ._plans._sol import chip_facts as chip_facts
+    from ._plans._sol import speed_of_light as speed_of_light
     from ._plans._stats import KernelChange as KernelChange
     from ._plans._stats import KernelStats as KernelStats
     from ._plans._stats import compare_runs as compare_runs
@@ -168,6 +176,14 @@ _WHERE: dict[str, str] = {
     "Verdict": "._plans._verdict",
     "VerdictKind": "._plans._verdict",
     "bound_verdict": "._plans._verdict",
+    "CHIP_TABLE": "._model._chips",
+    "ChipSpec": "._model._chips",
+    "chip_spec": "._model._chips",
+    "GroupRun": "._plans._bench",
+    "ChipFacts": "._plans._sol",
+    "SolFigures": "._plans._sol",
+    "chip_facts": "._plans._sol",
+    "speed_of_light": "._plans._sol",
 }
 #: Public submodules: the simulated toolkit, statistics, reports and traces, the command line.
 _SUBMODULES = frozenset({"sim", "stats", "report", "history", "cli", "pytest_plugin", "ray_sweep"})
@@ -188,6 +204,7 @@ __all__ = (
     "BenchResult",
     "CollectionTimeout",
     "ExportError",
+    "GroupRun",
     "InvalidArgumentError",
     "KernelTime",
     "MsprofInterface",

@@ -69,7 +69,7 @@ def test_counters_the_record_cannot_carry_are_refused() -> None:
     sim.control().configure(chip="910B")
     profiler = Profiler(toolkit=sim.toolkit())
     with profiler.profile(metrics=AicoreMetrics.PIPE_UTILIZATION):
-        for column in ("aiv_vec_time(us)", "aic_mac_ratio", "aic_l1_read_bw(GB/s)", "cube_utilization(%)"):
+        for column in ("aiv_vec_time(us)", "aic_mac_ratio", "vec_exe_ratio", "cube_utilization(%)"):
             with pytest.raises(
                 UsageError, match=rf"'{re.escape(column)}' cannot be encoded.*settable: aiv_time"
             ):

@@ -45,12 +45,16 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Collection, Generator, Iterable, Sequence
+from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from .._model._counters import TaskCounters
 from .._model._defaults import CONFIDENCE, MAX_REPS, MAX_TIME_S, MIN_REPS, REL_WIDTH, WARMUP_CALLS
+from .._model._enums import AicoreMetrics
 from .._model._errors import AprofError, InvalidArgumentError
 from .._model._records import AICORE_TASK_TYPES, ProfilingTask, numpy_round3
+from ._raw._pmu import CHIP_910B, CHIP_METRICS, GROUP_OF_METRIC
+from ._sol import ChipFacts, speed_of_light
 from ._stats import median_interval, quantile, tukey_fences
 
 #: Task types whose time counts by default: AI Core / vector types and AI CPU kernels.
@@ -152,9 +156,26 @@ def bench_config(
 
 
 # -- results --------------------------------------------------------------------------------------------
+#: Groups each chip's collections give PMU columns for (``metrics="all"``): what the chip
+#: collects (:data:`~asc_aprof._plans._raw._pmu.CHIP_METRICS`) less the 910B's MemoryAccess,
+#: whose table never lines up with its columns in the exporter (it prints none).
+SUPPORTED_GROUPS: Final = {
+    chip: tuple(g for g in groups if not (chip == CHIP_910B and g == AicoreMetrics.MEMORY_ACCESS))
+    for chip, groups in CHIP_METRICS.items()
+}
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class KernelTime:
-    """One kernel's part of a call: its launches per call and their summed time per call (µs)."""
+    """One kernel's part of a call: its launches per call and their summed time per call (µs).
+
+    :ivar counters: with several metric groups (``metrics="all"`` or a list), the median of
+        every PMU column of every group over the kernel's launches in that group's replay
+        (a column several groups print, such as the cycle counts: pooled over them); else empty
+    :ivar speed_of_light: resource -> fraction of the chip's peak (one launch: ``median_us /
+        per_call``), from those counters and the chip (docs/speed_of_light.md); empty without
+        counters or without the chip
+    """
 
     name: str
     type: str
@@ -163,9 +184,42 @@ class KernelTime:
     mean_us: float
     min_us: float
     max_us: float
+    counters: Mapping[str, float | None] = dataclasses.field(default_factory=dict)
+    speed_of_light: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+        data: dict[str, object] = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _MAPPINGS
+        }
+        data.update(counters=dict(self.counters), speed_of_light=dict(self.speed_of_light))
+        return data
+
+
+_MAPPINGS: Final = ("counters", "speed_of_light")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GroupRun:
+    """Which runs gave which metric group's counters (one replay of the call per group).
+
+    :ivar group: the group's number (``AicoreMetrics``)
+    :ivar name: its name as msprof spells it (``PipeUtilization``)
+    :ivar run_ids: the ``PROF_*`` runs of its replay
+    :ivar columns: the PMU columns it gave
+    """
+
+    group: int
+    name: str
+    run_ids: tuple[str, ...]
+    columns: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "group": self.group,
+            "name": self.name,
+            "run_ids": list(self.run_ids),
+            "columns": list(self.columns),
+        }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -185,8 +239,11 @@ class BenchResult:
     :ivar kernels: the per-kernel breakdown of a call, in the call's launch order
     :ivar flush_kernels: names of the flush's kernels (never counted)
     :ivar warmup_calls: calls made before measuring
-    :ivar run_ids: the ``PROF_*`` runs measured (the calibration's first, when it ran)
+    :ivar run_ids: the ``PROF_*`` runs measured (the calibration's first, when it ran); with
+        several metric groups, those of the replay without PMU collection, which gave the times
     :ivar stop: why measuring stopped
+    :ivar groups: with several metric groups, which runs gave which group (:class:`GroupRun`)
+    :ivar chip: the cores and clock the speed-of-light figures used (None: none computed)
     """
 
     device: int
@@ -202,6 +259,8 @@ class BenchResult:
     warmup_calls: int
     run_ids: tuple[str, ...]
     stop: StopReason
+    groups: tuple[GroupRun, ...] = ()
+    chip: ChipFacts | None = None
 
     @property
     def count(self) -> int:
@@ -236,9 +295,11 @@ class BenchResult:
         data = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("kernels", "stop")
+            if f.name not in ("kernels", "stop", "groups", "chip")
         }
         data.update(
+            groups=[g.to_dict() for g in self.groups],
+            chip=None if self.chip is None else self.chip.to_dict(),
             samples_us=list(self.samples_us),
             outliers=list(self.outliers),
             flush_kernels=list(self.flush_kernels),
@@ -281,21 +342,28 @@ class WarmUp:
 class Measure:
     """One window of *reps* repetitions: ``flush()`` (if *flush*) then ``fn()`` (if *call*) each.
 
-    The outcome is a :class:`Window`.
+    The outcome is a :class:`Window`. *pmu* False: collect without AI Core PMU data (the data
+    type bit off); *metrics*: the group to collect (None: the caller's); *counters*: read them.
     """
 
     reps: int
     flush: bool
     call: bool = True
+    pmu: bool = True
+    metrics: int | None = None
+    counters: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Window:
-    """What a :class:`Measure` gave: the device's tasks in start order, its run, its wall time."""
+    """What a :class:`Measure` gave: the device's tasks in start order, its run, its wall time,
+    the tasks' counters (when asked) and the run's chip facts (when its metadata gives them)."""
 
     tasks: Sequence[ProfilingTask]
     run_id: str
     seconds: float
+    counters: TaskCounters | None = None
+    chip: ChipFacts | None = None
 
 
 BenchStep = WarmUp | Measure
@@ -452,7 +520,23 @@ class _Clock:
 
 def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
     """The benchmark of one callable on *device*, as steps (see the module docstring)."""
+    measured = yield from _measure(config, device=device, flush=flush, pmu=True)
+    return measured.result
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Measured:
+    result: BenchResult
+    call: Signature
+    flush_sig: Signature | None
+    chip: ChipFacts | None
+
+
+def _measure(
+    config: BenchConfig, *, device: int, flush: bool, pmu: bool
+) -> Generator[BenchStep, Any, _Measured]:
     warmed, warm_seconds = yield WarmUp(config.warmup, config.warmup_time)
+    chip: ChipFacts | None = None
     types = config.task_types
     run_ids: list[str] = []
     clock = _Clock(warm_seconds / warmed if warmed else None)
@@ -460,7 +544,8 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
     kernels = config.kernels
     call_time: float | None = None
     if kernels is None:
-        window: Window = yield Measure(1, False)
+        window: Window = yield Measure(1, False, pmu=pmu)
+        chip = window.chip or chip
         run_ids.append(window.run_id)
         clock.add(1, window.seconds)
         calibration = one_call(window.tasks, device=device, run_id=window.run_id, types=types)
@@ -469,7 +554,8 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
         call_time = math.fsum(t.duration for t in calibration)
     flush_sig: Signature | None = None
     if flush and config.kernels is None:
-        window = yield Measure(1, True, call=False)
+        window = yield Measure(1, True, call=False, pmu=pmu)
+        chip = window.chip or chip
         run_ids.append(window.run_id)
         clock.add(1, window.seconds)
         flush_sig = _signature([t for t in window.tasks if t.type in types])  # may be empty
@@ -495,7 +581,8 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
             if verdict is not None:
                 stop = verdict
                 break
-        window = yield Measure(reps, flush)
+        window = yield Measure(reps, flush, pmu=pmu)
+        chip = window.chip or chip
         run_ids.append(window.run_id)
         clock.add(reps, window.seconds)
         got, flush_sig = attribute(
@@ -513,7 +600,75 @@ def plan(config: BenchConfig, *, device: int, flush: bool) -> Plan:
             call = _signature(got[0])
         calls.extend(got)
     assert call is not None
-    return _result(config, device, calls, call, flush_sig or (), warmed, run_ids, stop)
+    result = _result(config, device, calls, call, flush_sig or (), warmed, run_ids, stop)
+    return _Measured(result, call, flush_sig, chip)
+
+
+def multi_plan(config: BenchConfig, *, device: int, flush: bool, groups: Sequence[int] | None) -> Plan:
+    """The benchmark with several metric groups (DECISIONS 26): the call measured without PMU
+    collection (the times, undisturbed), then replayed once per group (*groups*; None: every
+    group the chip supports) with the counters read; each kernel gets the medians of every
+    group's columns and its speed of light.
+
+    :raises AttributionError: a replay's kernels differ from the call's
+    :raises InvalidArgumentError: *groups* None and the run does not say which chip it is
+    """
+    measured = yield from _measure(config, device=device, flush=flush, pmu=False)
+    chip = measured.chip
+    if groups is None:
+        platform = chip.platform if chip is not None else None
+        if platform not in SUPPORTED_GROUPS:
+            raise InvalidArgumentError(
+                f"metrics='all' needs the chip, and run {measured.result.run_ids[-1]} does not say it "
+                f"(platform {platform!r}); give the groups as a list, e.g. "
+                "metrics=['PipeUtilization', 'Memory']"
+            )
+        groups = SUPPORTED_GROUPS[platform]
+    call, types = measured.call, config.task_types
+    reps = max(1, min(config.min_reps, config.reps or config.min_reps, config.max_reps))
+    keys = list(dict.fromkeys(call))
+    pooled: dict[tuple[str, str], dict[str, list[float]]] = {key: {} for key in keys}
+    runs: list[GroupRun] = []
+    for group in groups:
+        name = GROUP_OF_METRIC.get(group, str(group))
+        window: Window = yield Measure(reps, flush, metrics=group, counters=True)
+        chip = chip or window.chip
+        try:
+            got, _ = attribute(
+                window.tasks,
+                reps,
+                device=device,
+                run_id=window.run_id,
+                types=types,
+                call=call,
+                kernels=len(call),
+                flush=flush,
+                flush_sig=measured.flush_sig,
+            )
+        except AttributionError as error:
+            raise AttributionError(
+                f"the {name} replay launched other kernels than the replay without counters: {error}"
+            ) from None
+        counters = window.counters
+        columns = counters.columns if counters is not None else ()
+        runs.append(GroupRun(group, name, (window.run_id,), columns))
+        if counters is None:
+            continue
+        index = {id(task): i for i, task in enumerate(window.tasks)}
+        for tasks in got:
+            for task in tasks:
+                bucket = pooled[(task.name, task.type)]
+                for column, value in counters.row(index[id(task)]).items():
+                    values = bucket.setdefault(column, [])
+                    if value is not None:
+                        values.append(value)
+    kernels = []
+    for kernel in measured.result.kernels:
+        bucket = pooled.get((kernel.name, kernel.type), {})
+        medians = {c: (quantile(sorted(v), 0.5) if v else None) for c, v in bucket.items()}
+        sol = speed_of_light(medians, kernel.median_us / kernel.per_call, chip)
+        kernels.append(dataclasses.replace(kernel, counters=medians, speed_of_light=dict(sol.fractions)))
+    return dataclasses.replace(measured.result, kernels=tuple(kernels), groups=tuple(runs), chip=chip)
 
 
 def _next_batch(

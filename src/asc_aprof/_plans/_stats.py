@@ -43,6 +43,7 @@ from .._model._counters import TaskCounters
 from .._model._errors import InvalidArgumentError
 from .._model._records import ProfilingResult, ProfilingTask
 from ._columns import TaskColumns, counter_bytes, exact_sum, group_rows, quantiles_of, take
+from ._sol import ChipFacts, speed_of_light
 from ._verdict import Verdict, bound_verdict
 
 #: ``KernelChange.metric`` of a duration comparison.
@@ -80,6 +81,8 @@ class KernelStats:
         None when no counters were given
     :ivar aic_mhz: the median AI Core clock (MHz) at the starts of the kernel's tasks whose clock
         is known (:meth:`TaskColumns.aic_mhz`: runs read from their raw data); None when none is
+    :ivar speed_of_light: resource -> fraction of the chip's peak from those medians and the
+        median duration, when the chip was given (docs/speed_of_light.md); else empty
     """
 
     device: int | None
@@ -97,6 +100,7 @@ class KernelStats:
     verdict: Verdict | None = None
     #: not compared: statistics of a run read natively equal those of its CSVs, which have no clock
     aic_mhz: float | None = dataclasses.field(default=None, compare=False)
+    speed_of_light: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> KernelStats:
@@ -118,6 +122,7 @@ class KernelStats:
             counters={str(k): None if v is None else float(v) for k, v in (counters or {}).items()},
             verdict=None if verdict is None else Verdict.from_dict(verdict),
             aic_mhz=None if data.get("aic_mhz") is None else float(data["aic_mhz"]),
+            speed_of_light={str(k): float(v) for k, v in (data.get("speed_of_light") or {}).items()},
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,10 +132,12 @@ class KernelStats:
         out: dict[str, Any] = {
             field.name: getattr(self, field.name)
             for field in dataclasses.fields(self)
-            if field.name not in ("counters", "verdict", "aic_mhz")
+            if field.name not in ("counters", "verdict", "aic_mhz", "speed_of_light")
         }
         if self.aic_mhz is not None:
             out["aic_mhz"] = self.aic_mhz
+        if self.speed_of_light:  # only with the chip: reports without it keep their format
+            out["speed_of_light"] = dict(self.speed_of_light)
         out["counters"] = dict(self.counters) if self.verdict is not None else None
         out["verdict"] = self.verdict.to_dict() if self.verdict is not None else None
         return out
@@ -257,6 +264,7 @@ def kernel_stats(
     device: int | None = None,
     name: str | None = None,
     skip: int = 0,
+    chip: ChipFacts | None = None,
 ) -> list[KernelStats]:
     """Statistics per (device, kernel) of one run, sorted by total time, largest first.
 
@@ -267,15 +275,22 @@ def kernel_stats(
     :param device: only this device; *name*: only this kernel
     :param skip: drop this many leading tasks of each kernel (warm-up); kernels with no more
         tasks than that are left out
+    :param chip: the run's chip facts (``Run.info.chip_facts()``): with counters, each kernel
+        gets its speed of light and a verdict in roofline terms
     """
-    return _kernel_stats([_source(tasks, counters)], device=device, name=name, skip=skip)
+    return _kernel_stats([_source(tasks, counters)], device=device, name=name, skip=skip, chip=chip)
 
 
 def run_kernel_stats(
-    runs: Runs, *, device: int | None = None, name: str | None = None, skip: int = 0
+    runs: Runs,
+    *,
+    device: int | None = None,
+    name: str | None = None,
+    skip: int = 0,
+    chip: ChipFacts | None = None,
 ) -> list[KernelStats]:
     """:func:`kernel_stats` over several runs, *skip* leading samples dropped per run."""
-    return _kernel_stats([_source(run, None) for run in runs], device=device, name=name, skip=skip)
+    return _kernel_stats([_source(run, None) for run in runs], device=device, name=name, skip=skip, chip=chip)
 
 
 def _as_columns(runs: list[_Run]) -> list[TaskColumns] | None:
@@ -285,10 +300,12 @@ def _as_columns(runs: list[_Run]) -> list[TaskColumns] | None:
     return [run if isinstance(run, TaskColumns) else TaskColumns(run[0], run[1]) for run in runs]
 
 
-def _kernel_stats(runs: list[_Run], *, device: int | None, name: str | None, skip: int) -> list[KernelStats]:
+def _kernel_stats(
+    runs: list[_Run], *, device: int | None, name: str | None, skip: int, chip: ChipFacts | None = None
+) -> list[KernelStats]:
     columns = _as_columns(runs)
     if columns is not None:
-        return _column_kernel_stats(columns, device=device, name=name, skip=skip)
+        return _column_kernel_stats(columns, device=device, name=name, skip=skip, chip=chip)
     out: list[KernelStats] = []
     for (dev, kname), group in _merge_runs(runs, device=device, name=name, skip=skip).items():
         values = sorted(group.durations)
@@ -298,7 +315,7 @@ def _kernel_stats(runs: list[_Run], *, device: int | None, name: str | None, ski
         verdict = None
         if group.counters is not None:
             medians = {column: _median(v) if v else None for column, v in group.counters.items()}
-            verdict = bound_verdict(medians, median)
+            verdict = bound_verdict(medians, median, chip)
         out.append(
             KernelStats(
                 device=dev,
@@ -314,6 +331,7 @@ def _kernel_stats(runs: list[_Run], *, device: int | None, name: str | None, ski
                 total_us=round(total, 3),
                 counters=medians,
                 verdict=verdict,
+                speed_of_light=dict(speed_of_light(medians, median, chip).fractions),
             )
         )
     out.sort(key=lambda s: s.total_us, reverse=True)
@@ -635,7 +653,7 @@ def _gather(
 
 
 def _column_kernel_stats(
-    runs: Sequence[TaskColumns], *, device: int | None, name: str | None, skip: int
+    runs: Sequence[TaskColumns], *, device: int | None, name: str | None, skip: int, chip: ChipFacts | None
 ) -> list[KernelStats]:
     merged, orders = _column_groups(runs, device=device, name=name, skip=skip)
     durations = [cols._cols[0] for cols in runs]
@@ -659,7 +677,7 @@ def _column_kernel_stats(
                     [None if c is None else c.get(column) for c in counted], orders, entry.spans, True
                 )
                 medians[column] = quantiles_of(picked, (0.5,))[0.5] if picked else None
-            verdict = bound_verdict(medians, median)
+            verdict = bound_verdict(medians, median, chip)
         out.append(
             KernelStats(
                 device=dev,
@@ -676,6 +694,7 @@ def _column_kernel_stats(
                 counters=medians,
                 verdict=verdict,
                 aic_mhz=quantiles_of(known, (0.5,))[0.5] if known else None,
+                speed_of_light=dict(speed_of_light(medians, median, chip).fractions),
             )
         )
     out.sort(key=lambda s: s.total_us, reverse=True)

@@ -25,6 +25,14 @@ rules fire the verdict names the pipe with the largest ratio and the reason list
 Groups without pipe ratios (ArithmeticUtilization, Memory, MemoryL0, MemoryUB,
 ResourceConflictRatio, L2Cache) give no verdict: :attr:`Verdict.figures` holds their figures
 (bandwidths, bank-conflict ratios, cache hits, instruction mixes) instead.
+
+**In roofline terms.** Given the chip (:class:`~asc_aprof._plans._sol.ChipFacts`), the counters
+also give each resource's fraction of the chip's peak (:func:`~asc_aprof._plans._sol.speed_of_light`).
+When the largest is at least :data:`SOL_BOUND` (0.6) the verdict is that roof:
+``memory-bound`` (a memory level or a transfer engine) or ``compute-bound`` (cube, vector,
+scalar, fixpipe), e.g. ``memory-bound: gm at 71% of peak; cube at 12%``. Below it no roof
+limits the kernel and the pipe rule above decides, its reason followed by the fractions. Without
+the chip or the counters the fractions need, the pipe rule alone decides, as before.
 """
 
 from __future__ import annotations
@@ -32,8 +40,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
+
+from ._sol import MEMORY_RESOURCES, ChipFacts, speed_of_light
 
 CUBE_MAC: Final = 0.8
 CUBE_MTE2: Final = 0.95
@@ -42,6 +52,8 @@ VECTOR_TOTAL: Final = 0.9
 OTHER_PIPE: Final = 0.8
 LATENCY_US: Final = 20.0
 SATURATED: Final = 0.8
+#: A resource at or above this fraction of the chip's peak is the roof that limits the kernel.
+SOL_BOUND: Final = 0.6
 
 #: The rule, as shown by ``asc-aprof summary --metrics`` and in the README.
 VERDICT_RULE: Final = (
@@ -64,6 +76,8 @@ class VerdictKind(enum.Enum):
     NOT_BOUND = "not bound"  #: short tasks, no pipe saturated
     NO_RATIOS = "no ratios"  #: the metric group has no pipe ratios: see :attr:`Verdict.figures`
     NO_COUNTERS = "no counters"  #: every counter is N/A (AI CPU tasks, or no PMU match)
+    MEMORY_BOUND = "memory-bound"  #: a memory roof: :attr:`Verdict.pipe` holds the resource
+    COMPUTE_BOUND = "compute-bound"  #: a compute roof: :attr:`Verdict.pipe` holds the resource
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,6 +94,8 @@ class Verdict:
     :ivar reason: the rule that decided, with the numbers
     :ivar ratios: every pipe ratio (column, median), largest first
     :ivar figures: for a group without pipe ratios, its figures (column, median) in file order
+    :ivar fractions: each resource's fraction of the chip's peak, largest first (empty without
+        the chip or the counters they need)
     """
 
     kind: VerdictKind
@@ -90,10 +106,13 @@ class Verdict:
     reason: str
     ratios: tuple[tuple[str, float], ...] = ()
     figures: tuple[tuple[str, float], ...] = ()
+    fractions: tuple[tuple[str, float], ...] = ()
 
     @property
     def label(self) -> str:
-        """Short form: ``vec-bound``, ``mte2-bound``, ``latency-bound``, ``not bound``, ..."""
+        """Short form: ``vec-bound``, ``memory-bound``, ``latency-bound``, ``not bound``, ..."""
+        if self.kind in (VerdictKind.MEMORY_BOUND, VerdictKind.COMPUTE_BOUND):
+            return str(self.kind.value)
         if self.kind is VerdictKind.BOUND:
             return f"{self.pipe}-bound"
         if self.kind is VerdictKind.LATENCY:
@@ -111,6 +130,7 @@ class Verdict:
             "reason": self.reason,
             "ratios": dict(self.ratios),
             "figures": dict(self.figures),
+            "fractions": dict(self.fractions),
         }
 
     @classmethod
@@ -124,6 +144,7 @@ class Verdict:
             str(data.get("reason", "")),
             tuple((str(k), float(v)) for k, v in (data.get("ratios") or {}).items()),
             tuple((str(k), float(v)) for k, v in (data.get("figures") or {}).items()),
+            tuple((str(k), float(v)) for k, v in (data.get("fractions") or {}).items()),
         )
 
 
@@ -140,11 +161,45 @@ def _is_figure(column: str) -> bool:
     return not (column.endswith("_time(us)") or column.endswith("total_cycles"))
 
 
-def bound_verdict(counters: Mapping[str, float | None], duration_us: float | None = None) -> Verdict:
+def fractions_text(fractions: Sequence[tuple[str, float]], limit: int = 3) -> str:
+    """``gm at 71% of peak; cube at 12%``: the first *limit* fractions."""
+    parts = [f"{name} at {value:.0%}" for name, value in fractions[:limit]]
+    if parts:
+        parts[0] += " of peak"
+    return "; ".join(parts)
+
+
+def bound_verdict(
+    counters: Mapping[str, float | None], duration_us: float | None = None, chip: ChipFacts | None = None
+) -> Verdict:
     """The verdict for one kernel from the medians of its counters and of its duration (µs).
 
-    *counters* maps column names (the CSV's) to medians, None where there was no value.
+    *counters* maps column names (the CSV's) to medians, None where there was no value. With
+    *chip*, the verdict is given in roofline terms where the counters allow (module docstring).
     """
+    verdict = _pipe_verdict(counters, duration_us)
+    fractions = tuple(speed_of_light(counters, duration_us, chip).fractions.items())
+    if not fractions:
+        return verdict
+    top, value = fractions[0]
+    if value >= SOL_BOUND:
+        kind = VerdictKind.MEMORY_BOUND if top in MEMORY_RESOURCES else VerdictKind.COMPUTE_BOUND
+        return dataclasses.replace(
+            verdict,
+            kind=kind,
+            pipe=top,
+            core=None,
+            column=None,
+            ratio=value,
+            reason=fractions_text(fractions),
+            fractions=fractions,
+        )
+    reason = f"{verdict.reason}; of the chip's peak: {fractions_text(fractions).replace(' of peak', '')}"
+    return dataclasses.replace(verdict, reason=reason, fractions=fractions)
+
+
+def _pipe_verdict(counters: Mapping[str, float | None], duration_us: float | None) -> Verdict:
+    """The pipe rule (:data:`VERDICT_RULE`) alone."""
     present = {name: value for name, value in counters.items() if value is not None}
     if not present:
         why = "every counter is N/A" if counters else "the CSV has no PMU counter column"

@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, TypeVar, cast, overload
 
 import anyio
 import anyio.abc
@@ -51,6 +51,7 @@ from .._model._defaults import (
 )
 from .._model._enums import AicoreMetrics
 from .._model._errors import UsageError
+from .._model._metric_group import MetricsArg, metric_selection
 from .._model._records import ProfilingResult, ProfilingTask
 from .._model._warmup import warming_up
 from .._plans._bench import (
@@ -58,12 +59,10 @@ from .._plans._bench import (
     BenchResult,
     Measure,
     Plan,
-    Window,
     bench_config,
     check_do_bench,
     do_bench_config,
     do_bench_value,
-    plan,
     with_grads,
 )
 from .._runs._drive import drive_async, perform_async
@@ -72,9 +71,12 @@ from .._runs._steps import Offload
 from ._base import (
     ProfilerBase,
     before_manual_start,
+    bench_plan,
     enter_profile_body,
     exit_profile_body,
     mark_manual_start,
+    window_of,
+    without_pmu,
 )
 from ._protocol import Call, ProfileRun
 from ._tune import TuneOptions, TuneResult, tune_async
@@ -472,7 +474,7 @@ class AsyncProfiler(ProfilerBase):
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: MetricsArg = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*; the parameters are :meth:`Profiler.bench`'s.
@@ -584,12 +586,15 @@ class AsyncProfiler(ProfilerBase):
         flush: Callable[[], Awaitable[object]] | Callable[[], object] | None,
         config: BenchConfig,
         cleanup: bool,
-        metrics: AicoreMetrics | int | str | None,
+        metrics: MetricsArg | None,
         profile_types: ProfileTypes | None,
     ) -> BenchResult:
         device = self._device(device_id)
-        metric = AicoreMetrics.PIPE_UTILIZATION if metrics is None else metrics
-        steps: Plan = plan(config, device=device, flush=flush is not None)
+        selection = None if metrics is None else metric_selection(metrics)
+        metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION
+        if selection is None and metrics is not None:
+            metric = cast(AicoreMetrics | int | str, metrics)
+        steps: Plan = bench_plan(config, device=device, flush=flush is not None, selection=selection)
         fn_async = inspect.iscoroutinefunction(fn)
         flush_async = flush is not None and inspect.iscoroutinefunction(flush)
         threaded = not fn_async and not flush_async
@@ -621,10 +626,14 @@ class AsyncProfiler(ProfilerBase):
         async def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
-                async with self._collect(device, cleanup, metric, profile_types, keep=False) as run:
+                group = metric if step.metrics is None else step.metrics
+                types = profile_types if step.pmu else without_pmu(profile_types)
+                want = selection is not None
+                async with self._collect(
+                    device, cleanup, group, types, counters=step.counters, keep=False, info=want
+                ) as run:
                     await repeat(step.reps, step.flush, step.call)
-                assert run.result is not None
-                return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+                return window_of(run, time.monotonic() - began)
             with warming_up():
                 calls = await repeat(step.calls, True, True, step.seconds)
             return (calls, time.monotonic() - began)
@@ -640,10 +649,11 @@ class AsyncProfiler(ProfilerBase):
         profile_types: ProfileTypes | None,
         counters: bool = False,
         keep: bool = True,
+        info: bool = False,
     ) -> AsyncIterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep)
+            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep, info=info)
             await drive_async(call.enter())
             try:
                 yield call.run

@@ -35,12 +35,14 @@ from .._cann._discovery import discover_toolkit
 from .._cann._export import DEFAULT_EXPORT_TIMEOUT, check_result_path
 from .._cann._layout import list_runs, no_runs_message, resolve_run
 from .._cann._paths import default_result_root
-from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics
+from .._model._enums import DEFAULT_PROFILE_TYPES, AicoreMetrics, ProfileType
 from .._model._errors import UsageError
-from .._model._metric_group import metric_group
+from .._model._metric_group import MetricSelection, metric_group
 from .._model._progress import EventKind, ProgressCallback, ProgressEvent, emit
 from .._model._records import ProfilingResult
 from .._model._toolkit import Toolkit
+from .._plans._bench import BenchConfig, Plan, multi_plan, plan
+from .._plans._bench import Window as BenchWindow
 from .._plans._raw import Reader
 from ._protocol import Call, ProfileRun
 
@@ -243,6 +245,7 @@ class ProfilerBase:
         *,
         counters: bool = False,
         keep: bool = True,
+        info: bool = False,
     ) -> Call:
         """Join the next window for this call; the protocol's phases drive the rest.
 
@@ -250,7 +253,9 @@ class ProfilerBase:
             would otherwise pile up there)
         """
         participant = self._join(device_id, metrics, profile_types)
-        return Call(self, participant, ProfileRun(participant.device), counters=counters, keep=keep)
+        return Call(
+            self, participant, ProfileRun(participant.device), counters=counters, keep=keep, info=info
+        )
 
     def _call_of(self, participant: Participant, *, counters: bool = False) -> Call:
         return Call(self, participant, ProfileRun(participant.device), counters=counters)
@@ -352,3 +357,26 @@ class ProfilerBase:
                 kept.append(window)  # removed when done; kept here for store_last_result()
         self._windows = kept
         return removed
+
+
+# -- what both faces' bench share --------------------------------------------------------------------
+def bench_plan(config: BenchConfig, *, device: int, flush: bool, selection: MetricSelection | None) -> Plan:
+    """The plan of one bench call: one metric group (as ever) or several (DECISIONS 26)."""
+    if selection is None:
+        return plan(config, device=device, flush=flush)
+    groups = None if selection.every_supported else selection.groups
+    return multi_plan(config, device=device, flush=flush, groups=groups)
+
+
+def without_pmu(profile_types: ProfileTypes | None) -> int:
+    """*profile_types* (default: the library's) without the AI Core PMU bit: the replay whose
+    durations no PMU collection disturbs."""
+    types = DEFAULT_PROFILE_TYPES if profile_types is None else combine_profile_types(profile_types)
+    return int(types) & ~int(ProfileType.AICORE_METRICS)
+
+
+def window_of(run: ProfileRun, seconds: float) -> BenchWindow:
+    """What a bench window gave: its result's tasks and counters, its run's chip facts."""
+    assert run.result is not None
+    chip = run.info.chip_facts() if run.info is not None else None
+    return BenchWindow(run.result.tasks, run.result.run_id, seconds, run.result.counters, chip)

@@ -36,6 +36,7 @@ they wait: blocking or awaiting, and the sweep runs the awaiting one. The rules:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from pathlib import Path
@@ -55,6 +56,7 @@ from .._model._errors import AprofError
 from .._model._progress import EventKind
 from .._model._records import CONTROL_TASK_TYPES, ProfilingResult, make_result
 from .._plans._raw import Reader
+from .._runs._info import RunInfo, read_info
 from .._runs._run import obtain
 from .._runs._steps import Offload, Parse, Release, Remove, Steps, Wait
 
@@ -81,15 +83,18 @@ class ProfileRun:
     :ivar run_id: the ``PROF_*`` directory name (set once the collection started)
     :ivar run_dir: its path
     :ivar result: this call's :class:`ProfilingResult` (set when the block exits normally)
+    :ivar info: what the run's metadata says (:class:`~asc_aprof.RunInfo`), read before the run
+        may be deleted, when the call asked for it (bench's windows do); else None
     """
 
-    __slots__ = ("device", "result", "run_dir", "run_id")
+    __slots__ = ("device", "info", "result", "run_dir", "run_id")
 
     def __init__(self, device: int) -> None:
         self.device = device
         self.run_id: str | None = None
         self.run_dir: Path | None = None
         self.result: ProfilingResult | None = None
+        self.info: RunInfo | None = None
 
     def __repr__(self) -> str:
         tasks = None if self.result is None else len(self.result.tasks)
@@ -112,7 +117,7 @@ class Call:
     one task or thread.
     """
 
-    __slots__ = ("counters", "keep", "participant", "profiler", "run")
+    __slots__ = ("counters", "info", "keep", "participant", "profiler", "run")
 
     def __init__(
         self,
@@ -122,6 +127,7 @@ class Call:
         *,
         counters: bool = False,
         keep: bool = True,
+        info: bool = False,
     ) -> None:
         self.profiler = profiler
         self.participant = participant
@@ -130,6 +136,8 @@ class Call:
         self.counters = counters
         #: whether the result goes into the profiler's ``results`` (not a bench or tune window's)
         self.keep = keep
+        #: whether to read the run's metadata into ``run.info`` (before its deletion is voted)
+        self.info = info
 
     @property
     def window(self) -> Window:
@@ -184,6 +192,8 @@ class Call:
             if self.counters and counters is None:
                 counters = TaskCounters(length=len(tasks))  # no task of this device in the run
             result = make_result(tasks, run_dir.name, counters if self.counters else None)
+            if self.info:  # before the vote below: the run may be deleted right after it
+                self.run.info = yield Offload(functools.partial(_quiet_info, run_dir))
         except BaseException:
             window.shared.release(False)  # an error or cancellation keeps the raw data
             if window.claim_removal() and window.run_dir is not None:
@@ -278,3 +288,12 @@ def _log_no_kernel(result: ProfilingResult, device: int) -> None:
         what,
         device,
     )
+
+
+def _quiet_info(run_dir: Path) -> RunInfo | None:
+    """*run_dir*'s :class:`RunInfo`, or None where its metadata cannot be read (a figure that
+    needs it is then left out, never the measurement)."""
+    try:
+        return read_info(run_dir)
+    except (AprofError, OSError):
+        return None

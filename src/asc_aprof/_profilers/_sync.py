@@ -7,7 +7,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._cann._binding import ProfileTypes
 from .._cann._export import run_export
@@ -26,6 +26,7 @@ from .._model._defaults import (
 )
 from .._model._enums import AicoreMetrics
 from .._model._errors import UsageError
+from .._model._metric_group import MetricsArg, metric_selection
 from .._model._records import ProfilingResult, ProfilingTask
 from .._model._warmup import warming_up
 from .._plans._bench import (
@@ -33,12 +34,10 @@ from .._plans._bench import (
     BenchResult,
     Measure,
     Plan,
-    Window,
     bench_config,
     check_do_bench,
     do_bench_config,
     do_bench_value,
-    plan,
     with_grads,
 )
 from .._runs._csv import read_csv_tasks
@@ -47,9 +46,12 @@ from .._runs._run import Run
 from ._base import (
     ProfilerBase,
     before_manual_start,
+    bench_plan,
     enter_profile_body,
     exit_profile_body,
     mark_manual_start,
+    window_of,
+    without_pmu,
 )
 from ._protocol import ProfileRun
 from ._tune import TuneOptions, TuneResult
@@ -235,7 +237,7 @@ class Profiler(ProfilerBase):
         kernels: int | None = None,
         task_types: Iterable[str] | None = None,
         cleanup: bool = True,
-        metrics: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION,
+        metrics: MetricsArg = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*: median, its 95% interval, samples, outliers, kernels.
@@ -368,12 +370,15 @@ class Profiler(ProfilerBase):
         flush: Callable[[], object] | None,
         config: BenchConfig,
         cleanup: bool,
-        metrics: AicoreMetrics | int | str | None,
+        metrics: MetricsArg | None,
         profile_types: ProfileTypes | None,
     ) -> BenchResult:
         device = self._device(device_id)
-        metric = AicoreMetrics.PIPE_UTILIZATION if metrics is None else metrics
-        steps: Plan = plan(config, device=device, flush=flush is not None)
+        selection = None if metrics is None else metric_selection(metrics)
+        metric: AicoreMetrics | int | str = AicoreMetrics.PIPE_UTILIZATION
+        if selection is None and metrics is not None:
+            metric = cast(AicoreMetrics | int | str, metrics)
+        steps: Plan = bench_plan(config, device=device, flush=flush is not None, selection=selection)
 
         def repeat(n: int, with_flush: bool, with_call: bool = True) -> None:
             for _ in range(n):
@@ -385,10 +390,14 @@ class Profiler(ProfilerBase):
         def perform(step: Measure | Any) -> Any:
             began = time.monotonic()
             if isinstance(step, Measure):
-                with self._collect(device, cleanup, metric, profile_types, keep=False) as run:
+                group = metric if step.metrics is None else step.metrics
+                types = profile_types if step.pmu else without_pmu(profile_types)
+                want = selection is not None
+                with self._collect(
+                    device, cleanup, group, types, counters=step.counters, keep=False, info=want
+                ) as run:
                     repeat(step.reps, step.flush, step.call)
-                assert run.result is not None
-                return Window(run.result.tasks, run.result.run_id, time.monotonic() - began)
+                return window_of(run, time.monotonic() - began)
             calls = 0
             seconds = step.seconds
             with warming_up():
@@ -408,10 +417,11 @@ class Profiler(ProfilerBase):
         profile_types: ProfileTypes | None,
         counters: bool = False,
         keep: bool = True,
+        info: bool = False,
     ) -> Iterator[ProfileRun]:
         token = enter_profile_body()
         try:
-            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep)
+            call = self._call(device_id, metrics, profile_types, counters=counters, keep=keep, info=info)
             drive(call.enter())
             try:
                 yield call.run

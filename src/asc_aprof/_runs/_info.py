@@ -19,6 +19,7 @@ from typing import Any, Final
 from .._cann._files import Bound, RunFileMissing, list_in_run, read_in_run
 from .._cann._layout import DEVICE_DIR_PATTERN
 from .._model._json import loads as json_loads
+from .._plans._sol import ChipFacts, chip_facts
 
 #: Chips by ``platform_version`` in ``info.json`` (the two the raw reader verified on hardware).
 CHIPS: Final = {"5": "Ascend 910B", "7": "Ascend 310B"}
@@ -62,6 +63,10 @@ class RunInfo:
     :ivar simulated: the run was made by the simulated toolkit (``asc_aprof.sim``)
     :ivar source: the source the latest read used (None before the first read)
     :ivar skipped: the sources tried before it, each with why it was not used
+    :ivar ai_cores: the device's AI Cores (``info.json`` ``DeviceInfo`` ``ai_core_num``), else None
+    :ivar vector_cores: its vector cores (``aiv_num``), else None
+    :ivar core_mhz: its AI Core clock as the run records it (``aic_frequency``, MHz), else None
+    :ivar platform: ``info.json``'s ``platform_version`` (``5``: 910B, ``7``: 310B), else None
     """
 
     run_id: str
@@ -76,6 +81,16 @@ class RunInfo:
     simulated: bool = False
     source: RunSource | None = None
     skipped: tuple[Skipped, ...] = ()
+    ai_cores: int | None = None
+    vector_cores: int | None = None
+    core_mhz: float | None = None
+    platform: str | None = None
+
+    def chip_facts(self) -> ChipFacts | None:
+        """The cores, clock and chip-table entry the speed-of-light figures of this run use."""
+        return chip_facts(
+            platform=self.platform, ai_cores=self.ai_cores, vector_cores=self.vector_cores, mhz=self.core_mhz
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: the fields, times in ISO 8601, the source and reasons as text."""
@@ -91,6 +106,10 @@ class RunInfo:
             "simulated": self.simulated,
             "source": self.source.value if self.source else None,
             "skipped": [str(s) for s in self.skipped],
+            "ai_cores": self.ai_cores,
+            "vector_cores": self.vector_cores,
+            "core_mhz": self.core_mhz,
+            "platform": self.platform,
         }
 
 
@@ -138,6 +157,9 @@ def read_info(run: Path) -> RunInfo:
         # Real host/sample.json files carry it; the simulated toolkit's say it per device only.
         device_sample = _device_file(run, f"device_{devices[0]}", "sample.json")
         metrics = device_sample.get("ai_core_metrics") or device_sample.get("aicMetrics")
+    cores = _device_info(info)
+    if not cores and devices:
+        cores = _device_info(_device_file(run, f"device_{devices[0]}", "info.json"))
     return RunInfo(
         run_id=run.name,
         path=run,
@@ -149,7 +171,29 @@ def read_info(run: Path) -> RunInfo:
         devices=devices,
         collected_at=_begin(start),
         simulated=bool(info.get("simulator")),
+        ai_cores=_positive(cores.get("ai_core_num"), int),
+        vector_cores=_positive(cores.get("aiv_num"), int),
+        core_mhz=_positive(cores.get("aic_frequency"), float),
+        platform=platform or None,
     )
+
+
+def _device_info(info: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The first ``DeviceInfo`` entry of an ``info.json`` ({} where there is none: real host
+    files list no device)."""
+    entries = info.get("DeviceInfo")
+    if isinstance(entries, list) and entries and isinstance(entries[0], dict):
+        return entries[0]
+    return {}
+
+
+def _positive(value: object, kind: type[int] | type[float]) -> Any:
+    """*value* (a number or its text, as info.json writes both) as *kind* when positive, else None."""
+    try:
+        number = kind(float(str(value)))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if number > 0 else None
 
 
 def _begin(start: Mapping[str, Any]) -> _dt.datetime | None:

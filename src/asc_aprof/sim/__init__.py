@@ -667,17 +667,20 @@ def launch(
     kernel's main core records can be set: its ratios, bandwidths, L2 cache counts,
     ``icache_miss_rate``, and its total cycles or (at task time level 1) the core time they give.
     Cells it does not set get plausible values consistent with the duration (the core busy for
-    60-95 % of it, ratios below 0.4). The simulated ``msprof.py`` prints the cells the raw reader
-    computes from the same records, so both exporters print the same cells. Without PMU
+    60-95 % of it, ratios below 0.4). Columns of several groups may be given at once: each
+    collection encodes those its group prints (a bench with ``metrics="all"`` replays the same
+    launches once per group), and the others wait for their group's collection. The simulated
+    ``msprof.py`` prints the cells the raw reader computes from the same records, so both
+    exporters print the same cells. Without PMU
     collection the counters are ignored (op_summary has no PMU column). They travel with the
     kernels' host record, so a kernel without host data (overlapping collections before 9.0)
     gets the default record instead (its core busy 80 % of the duration, no events).
 
     :raises ValueError: bad name, task type, duration, device or counters (a name no chip prints)
     :raises UsageError: a counter the kernel's PMU record cannot carry while the device collects
-        PMU data (a derived cell, another core's or another group's column, a cell the exporter
-        prints ``N/A``, a time at task time level 0, ``None``, or both the cycles and the time);
-        the message names the settable columns
+        PMU data (a derived cell, another core's column, a column no group of the chip prints, a
+        cell the exporter prints ``N/A``, a time at task time level 0, ``None``, or both the
+        cycles and the time); the message names the settable columns
     """
     return control().launch(
         name,

@@ -379,11 +379,17 @@ def _cycles_per_us(kernel: Kernel) -> float:
 def encode(kernel: Kernel, name: str, counters: Mapping[str, float | None] | None) -> str:
     """The PMU record text of a launch of *kernel* (see the module docstring).
 
+    Columns that another group of the chip prints are left for that group's collections.
+
     :raises UsageError: a counter this kernel's record cannot carry (derived-only, N/A, another
-        core's or another group's column, a time at task time level 0, or None)
+        core's column, a column no group of the chip prints, a time at task time level 0, or None)
     """
     encoders = _encoders(kernel)
-    given = dict(counters or {})
+    printed = set(REAL_COLUMNS.get(kernel.chip, {}).get(kernel.metric, ()))
+    chip_columns = {c for columns in REAL_COLUMNS.get(kernel.chip, {}).values() for c in columns}
+    # A column another group of this chip prints is for that group's collection (a bench with
+    # several groups replays the same launches once per group): not this record's.
+    given = {c: v for c, v in (counters or {}).items() if c in printed or c not in chip_columns}
     for column, value in given.items():
         if column not in encoders or value is None:
             why = "None (N/A) cannot be encoded" if column in encoders else "cannot be encoded"
