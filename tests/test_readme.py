@@ -258,28 +258,29 @@ def test_readme_block_runs(block: Block, in_workdir: Path, capsys: pytest.Captur
 def test_few_blocks_are_not_run_and_each_says_why() -> None:
     skipped = [b for b in BLOCKS if b.not_run is not None]
     assert all(b.not_run for b in skipped)  # each says why
-    # the install/CI commands, and two fragments of the timelines section that tests/look runs
-    installs = [b for b in skipped if "pip install" in b.text or ".ci/run" in b.text]
-    assert len(installs) == 3 and len(skipped) <= 5, [b.id for b in skipped]
+    # the README's first screen: the two commands (set-up + demo, tests), and the docs build
+    assert len(skipped) == 3 and all("pip install" in b.text for b in skipped), [b.id for b in skipped]
 
 
 def test_the_docs_pages_run_their_examples_and_say_why_not() -> None:
     pages = [b for b in ALL_BLOCKS if b.page != README]
     skipped = [b for b in pages if b.not_run is not None]
     assert all(b.not_run for b in skipped)
-    assert len(skipped) <= 3, [b.id for b in skipped]  # CI recipes and the like, not examples
+    # the home page's commands (as the README's), CI recipes, the development set-up, two fragments of
+    # the timelines guide that tests/look runs: not examples
+    assert len(skipped) <= 9, [b.id for b in skipped]
 
 
 def test_the_harness_sees_every_kind_of_example() -> None:
-    langs = [b.lang for b in RUN]
+    langs = [b.lang for b in ALL_RUN]
     assert langs.count("python") >= 6 and "json" in langs
-    shell = [c.argv[0] for b in RUN if b.lang == "text" for c in commands(b)]
+    shell = [c.argv[0] for b in ALL_RUN if b.lang == "text" for c in commands(b)]
     assert {"asc-aprof", "pytest", "echo"} <= set(shell)
 
 
 def test_the_quickstart_reads_its_run_again(in_workdir: Path) -> None:
     """The async quickstart as written: its run is still there for iter_tasks() (it once was not)."""
-    (quickstart,) = [b for b in RUN if "iter_tasks(run.run_id)" in b.text]
+    (quickstart, *_) = [b for b in RUN if "iter_tasks(run.run_id)" in b.text]
     source = quickstart.text.replace("        ...\n", "        seen.append(task)\n")
     block = dataclasses.replace(quickstart, text="seen = []\n" + source + "assert len(seen) == 10\n")
     run_python(block, in_workdir)
