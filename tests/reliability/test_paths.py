@@ -7,6 +7,8 @@ import os
 import re
 import shutil
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -491,3 +493,51 @@ def test_no_shell_anywhere_in_src() -> None:
     found = [hit for path in files for hit in shell_uses(path.read_text(encoding="utf-8"), str(path))]
     assert found == []
     assert not any("shell=True" in path.read_text(encoding="utf-8") for path in files)
+
+
+# -- roots of processes killed outright ----------------------------------------------------------
+
+_MAKES_A_ROOT_AND_DIES = """
+import os, sys
+from asc_aprof._cann._paths import default_result_root
+root = default_result_root()
+(root / "PROF_left").mkdir()
+print(root, flush=True)
+if sys.argv[1] == "kill":
+    os._exit(0)  # no atexit: as SIGKILL or a stopped actor would leave it
+sys.stdin.readline()  # stays alive until told
+"""
+
+
+def test_a_root_left_by_a_killed_process_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    dead = subprocess.run(
+        [sys.executable, "-c", _MAKES_A_ROOT_AND_DIES, "kill"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    left = Path(dead.stdout.strip())
+    assert left.is_dir() and left.parent == tmp_path and left.name.startswith("asc_aprof_")
+    alive = subprocess.Popen(
+        [sys.executable, "-c", _MAKES_A_ROOT_AND_DIES, "stay"], env=env, stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert alive.stdout is not None
+        live = Path(alive.stdout.readline().strip())
+        assert not left.exists()  # the second process's root swept the dead one's
+        other = tmp_path / "asc_aprof_notapid"  # not a root's name: never touched
+        other.mkdir()
+        third = subprocess.run(
+            [sys.executable, "-c", _MAKES_A_ROOT_AND_DIES, "kill"], env=env, capture_output=True, text=True,
+            check=True,
+        )  # fmt: skip
+        assert live.is_dir() and (live / "PROF_left").is_dir()  # its process runs: kept
+        assert other.is_dir()
+        assert Path(third.stdout.strip()).is_dir()
+    finally:
+        assert alive.stdin is not None
+        alive.communicate("\n", timeout=30)
+    assert not live.exists()  # removed at its own exit

@@ -1,9 +1,19 @@
-"""The process-wide temporary result root, shared by every profiler without a result path."""
+"""The process-wide temporary result root, shared by every profiler without a result path.
+
+The root is removed when its process exits normally (atexit). A process killed outright (SIGKILL,
+``os._exit``, an actor a cluster manager stops) leaves its root behind; its name carries the pid
+that made it (``asc_aprof_<pid>_<random>``), so the next process that makes a root removes the
+roots of this user whose process no longer runs, which the contract ("removed when the process
+exits") allows. A root whose pid runs again (pid reuse) is left alone: a stale root may stay, a
+live one is never taken.
+"""
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -22,13 +32,42 @@ def _remove_root(root: Path, pid: int) -> None:
         shutil.rmtree(root, True)
 
 
+_ROOT_NAME = re.compile(r"^asc_aprof_(\d+)_\w+$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: running
+        return True
+    return True
+
+
+def _sweep_dead_roots(parent: Path) -> None:
+    """Remove the roots under *parent* that this user's dead processes left (see the module doc)."""
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            match = _ROOT_NAME.match(entry.name)
+            if match is None or not entry.is_dir(follow_symlinks=False):
+                continue
+            with contextlib.suppress(OSError):
+                if uid is not None and entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if not _alive(int(match.group(1))):
+                    shutil.rmtree(entry.path, True)
+
+
 def default_result_root() -> Path:
     """One temporary directory per process (0750), removed at that process's interpreter exit."""
     global _root, _root_pid
     with _lock:
         pid = os.getpid()
         if _root is None or _root_pid != pid or not _root.is_dir():
-            _root = Path(tempfile.mkdtemp(prefix="asc_aprof_"))
+            _sweep_dead_roots(Path(tempfile.gettempdir()))
+            _root = Path(tempfile.mkdtemp(prefix=f"asc_aprof_{pid}_"))
             _root_pid = pid
             os.chmod(_root, 0o750)
             atexit.register(_remove_root, _root, pid)
