@@ -18,6 +18,7 @@ from asc_aprof._cann import _collector
 from asc_aprof._model._enums import DEFAULT_PROFILE_TYPES
 from asc_aprof._model._progress import ProgressEvent
 from asc_aprof._model._toolkit import Toolkit
+from asc_aprof._runs import _raw_files
 
 from ._common import Config, Section, Table, Target, fmt_us, median, profile_call
 
@@ -39,9 +40,13 @@ class CallClock:
         self.seconds = 0.0
         #: time deleting run directories (``profile(cleanup=True)``), measured the same way
         self.cleanup = 0.0
+        #: time reading runs natively (``read_run``, what replaces the export of a simulated run)
+        self.read = 0.0
+        self._saved_read: Callable[..., object] | None = None
         self._saved: dict[str, Callable[..., object]] = {}
         self._saved_remove: Callable[..., object] | None = None
         self._patched: list[types.ModuleType] = []
+        self._patched_read: list[types.ModuleType] = []
 
     def __enter__(self) -> CallClock:
         for name in ACL_METHODS:
@@ -65,6 +70,24 @@ class CallClock:
                 self._patched.append(module)
                 setattr(module, "remove_run_dir", timed_remove)  # noqa: B010 - patching a module function
         self._saved_remove = remove
+        read: Callable[..., object] = _raw_files.read_run
+
+        def timed_read(*args: object, **kwargs: object) -> object:
+            began = time.perf_counter()
+            try:
+                return read(*args, **kwargs)
+            finally:
+                self.read += time.perf_counter() - began
+
+        # read_run_async calls the module's read_run in a worker thread; the drivers call theirs
+        for module in list(sys.modules.values()):
+            if (
+                getattr(module, "__name__", "").startswith("asc_aprof")
+                and getattr(module, "read_run", None) is read
+            ):
+                self._patched_read.append(module)
+                setattr(module, "read_run", timed_read)  # noqa: B010
+        self._saved_read = read
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -73,6 +96,9 @@ class CallClock:
         for module in self._patched:
             setattr(module, "remove_run_dir", self._saved_remove)  # noqa: B010
         self._patched.clear()
+        for module in self._patched_read:
+            setattr(module, "read_run", self._saved_read)  # noqa: B010
+        self._patched_read.clear()
 
     def _wrap(self, original: Callable[..., object]) -> Callable[..., object]:
         @functools.wraps(original)
@@ -95,6 +121,7 @@ class Cycles:
     kernel: list[float] = dataclasses.field(default_factory=list)
     export: list[float] = dataclasses.field(default_factory=list)
     cleanup: list[float] = dataclasses.field(default_factory=list)
+    read: list[float] = dataclasses.field(default_factory=list)
 
     def own(self) -> list[float]:
         """What the code around the C calls took: wall - aclprof calls - kernel - export."""
@@ -110,7 +137,7 @@ class _Cycle:
         self.kernel_s = 0.0
 
     def __enter__(self) -> _Cycle:
-        self.clock.seconds = self.clock.cleanup = 0.0
+        self.clock.seconds = self.clock.cleanup = self.clock.read = 0.0
         self.began = time.perf_counter()
         return self
 
@@ -124,6 +151,7 @@ class _Cycle:
         self.cycles.acl.append(self.clock.seconds)
         self.cycles.kernel.append(self.kernel_s)
         self.cycles.cleanup.append(self.clock.cleanup)
+        self.cycles.read.append(self.clock.read)
 
 
 def raw_cycles(toolkit: Toolkit, path: Path, n: int, clock: CallClock) -> Cycles:
@@ -267,12 +295,12 @@ def run(cfg: Config, data_dir: Path) -> Section:
             ("AsyncProfiler.profile(), asyncio", lambda: async_profile(toolkit, m, clock, "asyncio")),
             ("AsyncProfiler.profile(), trio", lambda: async_profile(toolkit, m, clock, "trio")),
         ]
-        full_stats: dict[str, tuple[float, float]] = {}
+        full_stats: dict[str, tuple[float, float, float]] = {}
         for label, fn in full:
             cycles = fn()
             rows.append(_row(label, cycles, raw_own, m))
             added = median(cycles.own()) - raw_own
-            full_stats[label] = (added, median(cycles.cleanup))
+            full_stats[label] = (added, median(cycles.cleanup), median(cycles.read))
             section.targets.append(
                 Target(
                     f"{label}: added per cycle, excluding export", "< 1 ms", fmt_us(added), added < TARGET_S
@@ -299,6 +327,7 @@ def run(cfg: Config, data_dir: Path) -> Section:
                 "export",
                 "own time",
                 "of which run deletion",
+                "of which native read",
                 "added vs raw",
                 f"own: first {tenth} / last {tenth} cycles",
             ],
@@ -337,12 +366,13 @@ def _row(label: str, cycles: Cycles, raw_own: float, count: int) -> list[str]:
         fmt_us(median(cycles.export)) if cycles.export else "-",
         fmt_us(median(own)),
         fmt_us(median(cycles.cleanup)) if any(cycles.cleanup) else "-",
+        fmt_us(median(cycles.read)) if any(cycles.read) else "-",
         fmt_us(median(own) - raw_own) if "raw" not in label else "-",
         f"{fmt_us(median(own[:tenth]))} / {fmt_us(median(own[-tenth:]))}",
     ]
 
 
-def _analysis(section: Section, full_stats: dict[str, tuple[float, float]]) -> list[str]:
+def _analysis(section: Section, full_stats: dict[str, tuple[float, float, float]]) -> list[str]:
     missed = [t for t in section.targets if not t.met]
     out = ["Measured gap: " + "; ".join(f"{t.name}: {t.measured}" for t in missed) + "."]
     if any("runs already" in t.name for t in missed):
@@ -358,14 +388,16 @@ def _analysis(section: Section, full_stats: dict[str, tuple[float, float]]) -> l
                 "the earlier set): O(runs) per cycle, O(runs^2) for a campaign into one result path."
             )
         out.append(text)
-    for label, (added, deletion) in full_stats.items():
+    for label, (added, deletion, read) in full_stats.items():
         if added < TARGET_S:
             continue
         out.append(
             f"{label}: {fmt_us(added)} added per cycle beyond the export, of which {fmt_us(deletion)} is "
-            "deleting the run directory (`cleanup=True`: `remove_run_dir`, a `shutil.rmtree`) and "
-            f"{fmt_us(added - deletion)} the rest: hand-offs to and from the collector thread (each "
-            "async wait is a worker-thread round trip), spawning and reaping the export, finding and "
-            "parsing the CSV."
+            "deleting the run directory (`cleanup=True`: `remove_run_dir`, a `shutil.rmtree`), "
+            f"{fmt_us(read)} reading the run natively (`read_run`: listing its folders, opening and "
+            "reading some 14 small files, decoding; a simulated run is read so, where a real one "
+            f"without raw-reader support is exported), and {fmt_us(added - deletion - read)} the rest: "
+            "hand-offs to and from the collector thread (each async wait is a worker-thread round "
+            "trip), the window's bookkeeping and the result."
         )
     return out
