@@ -361,6 +361,29 @@ def test_bench_results_are_recorded(tmp_path: Path) -> None:
     assert stored.entry.count == result.count and stored.entry.median_us == pytest.approx(result.median_us)
 
 
+async def test_a_sweeps_results_are_recorded(tmp_path: Path) -> None:
+    from asc_aprof import AsyncProfiler
+
+    profiler = AsyncProfiler(tmp_path / "runs", toolkit=sim.toolkit())
+
+    async def case(n: int, device: int) -> None:
+        sim.launch(f"tile_{n}", device=device, count=4, duration_us=float(n))
+
+    results = []
+    async with profiler.sweep(range(1, 4), case, devices=[0, 1]) as items:
+        async for item in items:
+            assert item.result is not None
+            results.append(item.result)
+    db = tmp_path / "h.sqlite3"
+    history.record_results(results, db=db, label="sweep", chip="Ascend 910B")
+    with HistoryStore(db) as store:
+        stored = store.kernels()
+    assert sorted((s.entry.kernel, s.entry.median_us, s.entry.count) for s in stored) == [
+        ("tile_1", 1.0, 4), ("tile_2", 2.0, 4), ("tile_3", 3.0, 4)
+    ]  # fmt: skip
+    assert {s.entry.chip for s in stored} == {"Ascend 910B"} and stored[0].label == "sweep"
+
+
 def test_trend_page_marks_regressions(tmp_path: Path) -> None:
     pytest.importorskip("plotly")
     db = tmp_path / "h.sqlite3"

@@ -3,7 +3,8 @@
 ``record_runs(paths)`` stores, per (chip, task type, kernel), the sample count, the median with its
 95% interval, p10 / p90, the counter medians and the AI Core clock (where known), with where and
 when it was recorded (CANN and asc-aprof versions, host, git commit / branch / dirty flag).
-``record_bench(results, name=...)`` does the same for :meth:`~asc_aprof.Profiler.bench` results.
+``record_bench(results, name=...)`` does the same for :meth:`~asc_aprof.Profiler.bench` results, and
+``record_results(results)`` for results in memory (a sweep's items, ``profile()`` handles).
 :func:`gate` decides, per kernel, whether its newest record is slower than its recent past beyond
 noise (see :mod:`asc_aprof._plans._gate` for the rule); :func:`write_trend` draws the history.
 
@@ -18,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ._model._records import ProfilingResult
 from ._model._toolkit import Toolkit
 from ._outputs._history_entries import entries_from_bench, entries_from_columns, environment, git_state
 from ._outputs._history_store import (
@@ -35,6 +37,7 @@ from ._outputs._history_store import (
 from ._outputs._history_trend import by_kernel, point, write_trend
 from ._outputs._json_report import load_json_columns, read_runs
 from ._plans._bench import BenchResult
+from ._plans._columns import TaskColumns
 from ._plans._gate import DEFAULT_MIN_CHANGE, DEFAULT_WINDOW, GateOutcome, GatePoint, GateVerdict, judge
 from ._plans._raw import Reader
 
@@ -58,6 +61,7 @@ __all__ = [
     "gate",
     "git_state",
     "record_bench",
+    "record_results",
     "record_runs",
     "runs_record",
     "write_trend",
@@ -139,6 +143,28 @@ def record_bench(
     entries = entries_from_bench(many, name=name, chip=chip)
     record = HistoryRecord(
         source=f"bench {name}", environment=environment(cann_version), kernels=entries, label=label
+    )
+    with HistoryStore(db) as store:
+        return store.add(record)
+
+
+def record_results(
+    results: Iterable[ProfilingResult],
+    *,
+    db: Location = None,
+    label: str | None = None,
+    chip: str | None = None,
+    cann_version: str | None = None,
+) -> int:
+    """Store results held in memory (a sweep's ``item.result`` s, ``run.result`` of ``profile()``)
+    as one record; *chip* names the chip they ran on (a result does not carry it). The record's id."""
+    given = list(results)
+    runs = [(TaskColumns.from_result(r), chip) for r in given]
+    record = HistoryRecord(
+        source=", ".join(r.run_id or "-" for r in given) or "results",
+        environment=environment(cann_version),
+        kernels=entries_from_columns(runs),
+        label=label,
     )
     with HistoryStore(db) as store:
         return store.add(record)
