@@ -43,6 +43,12 @@ CHART_PROBE: Final = """() => [...document.querySelectorAll('.aprof-chart')].map
 })"""
 
 
+#: Per roofline or speed-of-light chart: its name and how many scatter markers (kernel points) it drew.
+POINT_PROBE: Final = """() => Object.fromEntries([...document.querySelectorAll(
+  '.aprof-chart[data-chart^="roofline:"], .aprof-chart[data-chart^="sol:"]')].map(div =>
+  [div.dataset.chart, div.querySelectorAll('g.trace.scatter path.point').length]))"""
+
+
 ALL_DRAWN: Final = "() => [...document.querySelectorAll('.aprof-chart')].every(d => d.querySelector('svg'))"
 
 
@@ -86,6 +92,8 @@ class PageCheck:
     requests_blocked: list[str]
     seconds: float
     screenshot: Path
+    #: roofline / speed-of-light chart name -> kernel points drawn (:data:`POINT_PROBE`)
+    points: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def open_report(browser: Any, page_path: Path, shot: str) -> PageCheck:
@@ -111,12 +119,13 @@ def open_report(browser: Any, page_path: Path, shot: str) -> PageCheck:
         page.goto(url, wait_until="load")
         page.wait_for_function(ALL_DRAWN, timeout=30_000)
         charts = page.evaluate(CHART_PROBE)
+        points = page.evaluate(POINT_PROBE)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         target = ARTIFACTS / f"{shot}.png"
         page.screenshot(path=str(target), full_page=True)
     finally:
         page.close()
-    return PageCheck(charts, console, errors, blocked, time.monotonic() - began, target)
+    return PageCheck(charts, console, errors, blocked, time.monotonic() - began, target, points)
 
 
 def assert_renders(check: PageCheck, expected_charts: int) -> None:

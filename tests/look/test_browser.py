@@ -16,6 +16,7 @@ from asc_aprof import SweepItem, Timeline, Toolkit, sweep_timelines, write_repor
 
 from ..extras import require
 from .browser_support import assert_renders, open_report
+from .test_roofline import CASES, KERNELS, roofline_sweep
 from .test_trace import four_device_sweep
 
 require("plotly")  # the report is drawn with it
@@ -50,6 +51,19 @@ def test_compare_report_renders(browser: object, sweep: list[Timeline], tmp_path
     check = open_report(browser, page, "report-compare")
     assert_renders(check, charts_in(page))
     assert "compare:change" in {c["name"] for c in check.charts}
+
+
+def test_roofline_renders_one_point_per_kernel(browser: object, toolkit: Toolkit, tmp_path: Path) -> None:
+    """A simulated 910B sweep collected once per group (fops, pipe ratios, GM bandwidth): one
+    roofline, a point per (case, kernel), no console error."""
+    root = tmp_path / "sweep"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        timelines = pool.submit(anyio.run, roofline_sweep, toolkit, root).result()
+    page = write_report(timelines, tmp_path / "roofline.html", title="Simulated 910B roofline")
+    check = open_report(browser, page, "report-roofline")
+    assert_renders(check, charts_in(page))
+    assert check.points == {"roofline:Ascend910B3": CASES * len(KERNELS)}
+    assert "Speed of light: vk: " in page.read_text(encoding="utf-8")
 
 
 def test_history_trend_page_renders(browser: object, tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import pytest
 
 from asc_aprof import Profiler, Toolkit, read_timeline, write_report, write_trace
 from asc_aprof._cann._layout import find_summary_csvs
+from asc_aprof._outputs._report_model import RooflineKind
+from asc_aprof._outputs._report_write import model_of
 from asc_aprof._runs._csv import iter_file_tasks
 
 from ..extras import require
@@ -90,3 +92,24 @@ def test_real_report_renders_in_the_browser(
     assert_renders(check, text.count('class="aprof-chart"'))
     names = {c["name"] for c in check.charts}
     assert {"timeline", "counters:ratios"} <= names and not any(n.startswith("cases:") for n in names)
+    # PipeUtilization gives fractions, not an intensity: speed-of-light bars, a point per kernel
+    # (910b_l1_div's one kernel; the 310B runs' kernels, with the table's 310B entry)
+    kernels = {(k.group, k.name) for k in model_of(timelines).kernels if k.sol and k.sol.fractions}
+    assert check.points and sum(check.points.values()) == len(kernels)
+    assert all(name.startswith("sol:") for name in check.points)
+
+
+def test_real_l1_div_roofline_renders(real_runs: dict[str, Path], browser: object, tmp_path: Path) -> None:
+    """910b_l1_div alone: its run's cores and clock (info.json: 20 AI Cores, 40 vector, 1650 MHz),
+    one point, the verdict in roofline terms in the header."""
+    timeline = read_timeline(real_runs["910b_l1_div"])
+    assert timeline.info is not None and timeline.info.core_mhz == 1650.0
+    model = model_of([timeline])
+    (view,) = model.rooflines
+    assert view.kind is RooflineKind.SOL_BARS and view.chip.from_run and view.chip.mhz == 1650.0
+    (kernel,) = view.kernels
+    assert kernel.bound is not None and model.headline.startswith(f"{kernel.name}: {kernel.bound.label}")
+    page = write_report([timeline], tmp_path / "l1_div.html", title="910b_l1_div")
+    check = open_report(browser, page, "report-real-roofline")
+    assert_renders(check, page.read_text(encoding="utf-8").count('class="aprof-chart"'))
+    assert check.points == {f"sol:{view.chip.name}": 1}

@@ -161,6 +161,7 @@ async def test_report_of_a_sweep_has_every_section(toolkit: Toolkit, tmp_path: P
         "distribution:matmul_custom",
         "distribution:add_custom",
         "counters:ratios",
+        "sol:Ascend910B3",  # PipeUtilization: fractions, no intensity
         "cases:matmul_custom",
         "cases:add_custom",
         "timeline",

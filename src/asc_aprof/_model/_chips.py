@@ -20,6 +20,7 @@ Rates common to a family:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Final
 
@@ -143,3 +144,21 @@ def chip_spec(name: str) -> ChipSpec:
         f"no peaks known for chip {name!r}; give one of {', '.join(CHIP_TABLE)} (or a platform: "
         f"{', '.join(PLATFORM_DEFAULT)})"
     )
+
+
+def rated_aic_mhz(device_info: Mapping[str, object]) -> float | None:
+    """The AI Core clock (MHz) one ``DeviceInfo`` entry of a run's ``info.json`` records
+    (``aic_frequency``, a number or its text): a positive finite number, else None.
+
+    The one reader of that fact: :attr:`RunInfo.core_mhz` (the speed-of-light figures' clock),
+    the raw reader's rated clock (``ClockTable.rated_mhz``: the clock before a device's first clock
+    row) and the time of its PMU cycles all take it from here (docs/speed_of_light.md).
+    """
+    value = device_info.get("aic_frequency")
+    if isinstance(value, bool):
+        return None
+    try:
+        mhz = float(str(value))
+    except ValueError:
+        return None
+    return mhz if math.isfinite(mhz) and mhz > 0 else None

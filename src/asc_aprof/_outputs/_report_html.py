@@ -11,7 +11,11 @@ Sections, in order: the inputs; per (device, kernel) the duration distribution (
 samples, thinned to 2,000 evenly spread quantiles when there are more, and the median with its
 95 % interval as a marker) and a table; the hardware counters and the bound verdict when the data
 has counters (:func:`counters_block` draws one kernel's, from a mapping name -> value and a verdict
-string); for two inputs compared, base vs new per kernel with intervals and the regression
+string); per chip, the roofline (log-log: arithmetic intensity against achieved operations per
+second, one point per kernel, the memory slopes and compute ceilings of the chip) or, where the
+counters give no intensity, speed-of-light bars (each resource's fraction of its peak, a marker at
+the largest), or a sentence saying why there is neither; for two inputs compared, base vs new
+per kernel with intervals and the regression
 verdict; for sweeps, case vs median with intervals; a small timeline overview; the methods.
 
 Every chart sits in a ``<div class="aprof-chart" data-chart="...">``, so a test can find them all
@@ -29,6 +33,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from .._model._errors import UsageError
+from .._plans._sol import MEMORY_RESOURCES, ChipFacts
+from .._plans._verdict import SOL_BOUND
 from .._runs._info import RunInfo
 from .._version import __version__
 from ._replace import replacing
@@ -40,6 +46,8 @@ from ._report_model import (
     KernelView,
     MedianInterval,
     ReportModel,
+    RooflineKind,
+    RooflineView,
     TimelineRow,
     case_order,
 )
@@ -347,6 +355,187 @@ def _counters_section(page: _Page, model: ReportModel) -> str:
     return f'<section id="counters"><h2>Hardware counters and bound verdict</h2>{chart}{blocks}</section>'
 
 
+#: Roof colours: memory slopes and compute ceilings.
+_ROOF_COLOURS: Final = {"gm": "#b42318", "l2": "#dc6803", "cube": "#1f3a5f", "vector": "#067647"}
+
+
+def _si(value: float | None, unit: str) -> str:
+    """``1.15 TB/s``: *value* (per second) with a decimal prefix ("-": unknown)."""
+    if value is None:
+        return "-"
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:,.3g} {prefix}{unit}"
+    return f"{value:,.3g} {unit}"
+
+
+def _rate_unit(resource: str) -> str:
+    return "B/s" if resource in MEMORY_RESOURCES else "op/s"
+
+
+def _chip_line(chip: ChipFacts) -> str:
+    """Which cores and clock the roofs use, and where from."""
+    cores = f"{chip.cube_cores or '?'} AI Cores, {chip.vector_cores or '?'} vector cores"
+    clock = f"{chip.mhz:g} MHz" if chip.mhz is not None else "clock unknown"
+    whence = "the run's info.json" if chip.from_run else "the chip table"
+    rates = f"per-cycle rates of the chip table's {chip.spec.name}" if chip.spec else "no chip-table entry"
+    return f"{chip.name}: {cores}, {clock} (from {whence}); {rates}"
+
+
+def _point_hover(kernel: KernelView) -> str:
+    """Every figure of one kernel, for its point's hover."""
+    sol = kernel.sol
+    assert sol is not None
+    lines = [f"<b>{_e(kernel.label)}</b>", f"median {_fmt(kernel.median.median)} µs"]
+    if sol.intensity is not None:
+        lines.append(f"intensity {sol.intensity:.3g} op/B, achieved {_si(sol.flops, 'op/s')}")
+    lines += [
+        f"{_e(name)}: {value:.1%} of peak ({_si(sol.achieved.get(name), _rate_unit(name))} of "
+        f"{_si(sol.peaks.get(name), _rate_unit(name))})"
+        if name in sol.achieved
+        else f"{_e(name)}: {value:.1%} of peak"
+        for name, value in sol.fractions.items()
+    ]
+    if kernel.bound is not None:
+        lines.append(f"verdict: {_e(kernel.bound.label)}")
+    return "<br>".join(lines)
+
+
+def _roofline_figure(page: _Page, view: RooflineView) -> str:
+    go = page.go
+    points = [k for k in view.kernels if k.sol is not None]
+    x = [k.sol.intensity for k in points if k.sol is not None]
+    y = [k.sol.flops for k in points if k.sol is not None]
+    ceilings = {n: v for n, v in view.roofs.items() if n not in MEMORY_RESOURCES}
+    slopes = {n: v for n, v in view.roofs.items() if n in MEMORY_RESOURCES}
+    ridges = [c / b for c in ceilings.values() for b in slopes.values()]
+    known = [v for v in [*x, *ridges] if v is not None and v > 0]
+    lo, hi = min(known) / 10.0, max(known) * 10.0
+    fig = go.Figure()
+    top = max(ceilings.values(), default=None)
+    for name, bandwidth in slopes.items():
+        end = min(hi, top / bandwidth) if top else hi
+        fig.add_trace(
+            go.Scatter(
+                x=[lo, end],
+                y=[bandwidth * lo, bandwidth * end],
+                mode="lines",
+                name=f"{name} {_si(bandwidth, 'B/s')}",
+                line={
+                    "color": _ROOF_COLOURS.get(name, "#667085"),
+                    "dash": "solid" if name == "gm" else "dash",
+                },
+                hovertemplate=f"{_e(name)} bandwidth roof: {_si(bandwidth, 'B/s')}<extra></extra>",
+            )
+        )
+    gm = slopes.get("gm") or max(slopes.values(), default=None)
+    for name, ceiling in ceilings.items():
+        start = max(lo, ceiling / gm) if gm else lo
+        fig.add_trace(
+            go.Scatter(
+                x=[start, hi],
+                y=[ceiling, ceiling],
+                mode="lines",
+                name=f"{name} {_si(ceiling, 'op/s')}",
+                line={"color": _ROOF_COLOURS.get(name, "#667085")},
+                hovertemplate=f"{_e(name)} compute roof (FP16): {_si(ceiling, 'op/s')}<extra></extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=y,
+            mode="markers",
+            name="kernels",
+            marker={"color": "#111", "size": 11, "symbol": "circle"},
+            text=[_point_hover(k) for k in points],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title={"text": f"Roofline · {_e(view.chip.name)}", "font": {"size": 13}},
+        xaxis={"type": "log", "title": "arithmetic intensity (operations per GM byte)"},
+        yaxis={"type": "log", "title": "achieved (operations per second)"},
+    )
+    return page.figure(fig, f"roofline:{view.chip.name}", height=420)
+
+
+def _sol_figure(page: _Page, view: RooflineView) -> str:
+    go = page.go
+    points = [k for k in view.kernels if k.sol is not None]
+    labels = [k.label for k in points]
+    resources = list(dict.fromkeys(n for k in points if k.sol is not None for n in k.sol.fractions))
+    fig = go.Figure()
+    for resource in resources:
+        fig.add_trace(
+            go.Bar(
+                y=labels,
+                x=[k.sol.fractions.get(resource) if k.sol else None for k in points],
+                orientation="h",
+                name=resource,
+                hovertemplate=f"%{{y}}<br>{_e(resource)}: %{{x:.1%}} of peak<extra></extra>",
+            )
+        )
+    limiters = [k.sol.limiter if k.sol else None for k in points]
+    fig.add_trace(
+        go.Scatter(
+            x=[lim[1] if lim else None for lim in limiters],
+            y=labels,
+            mode="markers",
+            name="largest fraction",
+            marker={"color": "#111", "size": 11, "symbol": "diamond"},
+            text=[_point_hover(k) for k in points],
+            hovertemplate="%{text}<extra></extra>",
+        )
+    )
+    fig.add_vline(x=1.0, line_color="#b42318")
+    fig.add_vline(x=SOL_BOUND, line_dash="dot", line_color="#98a2b3")
+    fig.update_layout(
+        title={"text": f"Speed of light · {_e(view.chip.name)}", "font": {"size": 13}},
+        xaxis={"title": "fraction of the chip's peak", "tickformat": ".0%"},
+        barmode="group",
+    )
+    height = max(280, 120 + 28 * len(points) * max(1, min(len(resources), 4)))
+    return page.figure(fig, f"sol:{view.chip.name}", height=height)
+
+
+def _roofline_section(page: _Page, model: ReportModel) -> str:
+    if not model.rooflines:
+        note = model.roofline_note or "No roofline."
+        return f'<section id="roofline"><h2>Roofline</h2><p class="muted">{_e(note)}</p></section>'
+    parts = []
+    for view in model.rooflines:
+        chart = (_roofline_figure if view.kind is RooflineKind.ROOFLINE else _sol_figure)(page, view)
+        rows = [
+            [
+                _e(k.label),
+                _e(k.bound.label if k.bound is not None else "-"),
+                _fmt(k.sol.intensity) if k.sol else "-",
+                _e(_si(k.sol.flops, "op/s")) if k.sol else "-",
+                _e(", ".join(f"{n} {v:.0%}" for n, v in (k.sol.fractions.items() if k.sol else ()))),
+            ]
+            for k in view.kernels
+        ]
+        table = _table(
+            ["kernel", "verdict", "intensity (op/B)", "achieved", "fraction of peak"],
+            rows,
+            [False, False, True, True, False],
+        )
+        parts.append(
+            f'<h3>{_e(view.chip.name)} · {_e(view.kind.value)}</h3><p class="muted">'
+            f"{_e(_chip_line(view.chip))}</p>{chart}{table}"
+        )
+    return (
+        '<section id="roofline"><h2>Roofline and speed of light</h2><p class="muted">Each kernel\'s '
+        "figures against its chip's peaks (docs/speed_of_light.md). Where ArithmeticUtilization and "
+        "Memory were both collected, a roofline: operations per GM byte against operations per "
+        "second, under the GM / L2 bandwidth slopes and the cube / vector FP16 ceilings. Otherwise the "
+        "fraction of each resource's peak the counters give, a diamond at the largest; at "
+        f"{SOL_BOUND:.0%} or more that resource is the roof that limits the kernel.</p>"
+        f"{''.join(parts)}</section>"
+    )
+
+
 def _comparison_section(page: _Page, model: ReportModel) -> str:
     if model.comparison is None or model.compared is None:
         return ""
@@ -556,6 +745,7 @@ def render(model: ReportModel) -> tuple[str, int]:
     sections = [
         _distribution_section(page, model),
         _counters_section(page, model),
+        _roofline_section(page, model),
         _comparison_section(page, model),
         _cases_section(page, model),
         _timeline_section(page, model),
@@ -566,6 +756,7 @@ def render(model: ReportModel) -> tuple[str, int]:
             ("inputs", "Inputs", True),
             ("kernels", "Kernels", True),
             ("counters", "Counters", True),
+            ("roofline", "Roofline", True),
             ("compare", "Comparison", model.comparison is not None),
             ("cases", "Cases", bool(model.cases)),
             ("timeline", "Timeline", True),
@@ -587,6 +778,7 @@ def render(model: ReportModel) -> tuple[str, int]:
         "min..max is shown with its coverage in parentheses. Comparisons bootstrap the median change "
         f"(1,000 resamples, as <code>asc-aprof compare</code>). Warm-up: {_e(skip)}.</p>{notes}</section>"
     )
+    headline = f'<p class="sol">Speed of light: {_e(model.headline)}</p>' if model.headline else ""
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     plotly_js = page.offline.get_plotlyjs()
     text = (
@@ -596,7 +788,8 @@ def render(model: ReportModel) -> tuple[str, int]:
         f'<script type="text/javascript">{plotly_js}</script></head><body>'
         f"<header><h1>{_e(model.title)}</h1><p>asc-aprof {_e(__version__)} · {stamp} · "
         f"{sum(n for _, _, n in model.inputs):,} tasks in {len(model.inputs)} run(s)</p>"
-        f"{f'<p>{_e(collection)}</p>' if collection else ''}</header>"
+        f"{f'<p>{_e(collection)}</p>' if collection else ''}"
+        f"{headline}</header>"
         f"<nav>{nav}</nav><main>"
         f'<section id="inputs"><h2>Inputs</h2>{inputs}</section>'
         f"{''.join(sections)}{methods}</main></body></html>\n"

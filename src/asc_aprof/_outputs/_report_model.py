@@ -30,12 +30,23 @@ Counters: for (group, device, kernel), the median of every counter column over t
 have it (timelines read with counters, or results parsed with ``counters=True``). A *verdict*
 callable, given those medians and the kernel's median duration (µs), returns the bound verdict to
 show; the default, :func:`bound_verdict_text`, is :func:`asc_aprof.bound_verdict`'s label and
-reason (the rule is :data:`asc_aprof.VERDICT_RULE`). ``verdict=None`` shows none.
+reason (the rule is :data:`asc_aprof.VERDICT_RULE`), given the run's chip when the run says which
+(in roofline terms, docs/speed_of_light.md). ``verdict=None`` shows none.
+
+Roofline: a kernel's chip facts are its runs' (:meth:`RunInfo.chip_facts`: the run's cores and
+clock, the chip table's rates); with counters, :func:`~asc_aprof.speed_of_light` gives its
+figures. Kernels are drawn per chip: on the roofline (:attr:`RooflineKind.ROOFLINE`, arithmetic
+intensity against achieved operations per second, under the chip's memory slopes and compute
+ceilings) when their counters give an intensity (ArithmeticUtilization and Memory both
+collected), else as speed-of-light bars (:attr:`RooflineKind.SOL_BARS`, the fraction of each
+resource's peak). Without counters, a chip, or any fraction, :attr:`ReportModel.roofline_note`
+says why there is none.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,8 +55,10 @@ from typing import TYPE_CHECKING, Any, Final
 from .._model._errors import UsageError
 from .._model._records import ProfilingResult, ProfilingTask
 from .._plans._columns import TaskColumns
+from .._plans._sol import ChipFacts, SolFigures, speed_of_light
 from .._plans._stats import DURATION, column_side_values, compare_tasks, quantile
-from .._plans._verdict import bound_verdict
+from .._plans._verdict import Verdict as BoundVerdict
+from .._plans._verdict import VerdictKind, bound_verdict, fractions_text
 from .._runs._info import RunInfo, collection_line
 from .._runs._timeline import TimedTask, Timeline
 
@@ -57,9 +70,12 @@ Source = ProfilingResult | Timeline
 Verdict = Callable[[Mapping[str, float | None], float], str | None]
 
 
-def bound_verdict_text(counters: Mapping[str, float | None], median_us: float) -> str:
-    """The report's default verdict: :func:`asc_aprof.bound_verdict`'s label and reason."""
-    verdict = bound_verdict(counters, median_us)
+def bound_verdict_text(
+    counters: Mapping[str, float | None], median_us: float, chip: ChipFacts | None = None
+) -> str:
+    """The report's default verdict: :func:`asc_aprof.bound_verdict`'s label and reason (in
+    roofline terms with *chip*; the report passes the run's)."""
+    verdict = bound_verdict(counters, median_us, chip)
     return f"{verdict.label}: {verdict.reason}"
 
 
@@ -166,6 +182,47 @@ class KernelView:
     #: read from raw data), None when none is; :attr:`aic_mhz_range` their lowest and highest
     aic_mhz: float | None = None
     aic_mhz_range: tuple[float, float] | None = None
+    #: the chip facts of its runs (None: no run says which chip) and its figures against them
+    #: (None without counters or chip)
+    chip: ChipFacts | None = None
+    sol: SolFigures | None = None
+    #: the verdict in roofline terms (:func:`asc_aprof.bound_verdict` with the chip), when its
+    #: counters give fractions of the chip's peaks and a verdict is shown
+    bound: BoundVerdict | None = None
+
+    @property
+    def label(self) -> str:
+        """``name · where`` (input, case, device), as the charts name a point."""
+        where = (
+            (f"{self.group} · " if self.group else "")
+            + (f"case {self.case} · " if self.case is not None else "")
+            + ("host" if self.device is None else f"device {self.device}")
+        )
+        return f"{self.name} · {where}"
+
+
+class RooflineKind(enum.Enum):
+    """How a chip's kernels are drawn."""
+
+    #: arithmetic intensity (operations per GM byte) vs achieved operations per second, under the
+    #: chip's roofs: needs ArithmeticUtilization (fops) and Memory (GM bytes) counters
+    ROOFLINE = "roofline"
+    #: the fraction of each resource's peak, one bar each (counters without an intensity)
+    SOL_BARS = "speed of light"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RooflineView:
+    """One chip's roofline or speed-of-light chart: its roofs and one point per kernel.
+
+    :ivar roofs: the chip's peaks (:meth:`ChipFacts.peaks`): ``cube``, ``vector`` operations per
+        second (ceilings), ``gm``, ``l2`` bytes per second (slopes), where the facts allow
+    """
+
+    chip: ChipFacts
+    kind: RooflineKind
+    roofs: Mapping[str, float]
+    kernels: tuple[KernelView, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -218,6 +275,12 @@ class ReportModel:
     notes: tuple[str, ...] = ()
     #: what each run read from disk says about its collection (chip, CANN, level, metric group, start)
     runs: tuple[RunInfo, ...] = ()
+    #: per chip, its kernels on a roofline or as speed-of-light bars (module doc)
+    rooflines: tuple[RooflineView, ...] = ()
+    #: why there is no roofline (no counters, no chip, no fraction), None when there is one
+    roofline_note: str | None = None
+    #: the verdicts in roofline terms of the kernels with the most time (:func:`headline`)
+    headline: str = ""
 
     def collection(self) -> str:
         """What every run shares of chip, CANN, level, metric group and start, as one line."""
@@ -313,22 +376,36 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
     groups: dict[
         tuple[str | None, str | None, int | None, str], tuple[str, list[float], list[TimedTask]]
     ] = {}
+    chips: dict[tuple[str | None, str | None, int | None, str], ChipFacts] = {}
     for piece in slices:
         timed = piece.timed or ()
         # Different cases of a sweep are different workloads: pooling them gives a median of none.
         case = piece.case if piece.case is not None and piece.case != piece.group else None
+        chip = piece.info.chip_facts() if piece.info is not None else None
         for index, task in enumerate(piece.tasks):
             key = (piece.group, case, piece.device, task.name)
             entry = groups.setdefault(key, (task.type, [], []))
             entry[1].append(task.duration)
             if timed:
                 entry[2].append(timed[index])
+            if chip is not None:
+                chips.setdefault(key, chip)  # the first run's that says (one chip per input)
     views = []
-    for (group, case, device, name), (ktype, durations, timed_tasks) in groups.items():
+    for key, (ktype, durations, timed_tasks) in groups.items():
+        group, case, device, name = key
         ordered = sorted(durations)
         counters = _counter_medians(timed_tasks)
         median = median_interval(ordered)
         clocks = sorted(t.aic_mhz for t in timed_tasks if t.aic_mhz == t.aic_mhz)
+        chip = chips.get(key)
+        sol = speed_of_light(counters, median.median, chip) if counters and chip is not None else None
+        bound = bound_verdict(counters, median.median, chip) if sol and sol.fractions and verdict else None
+        if verdict is None or not counters:
+            text = None
+        elif verdict is bound_verdict_text:  # the default: in roofline terms where the chip is known
+            text = bound_verdict_text(counters, median.median, chip)
+        else:
+            text = verdict(counters, median.median)
         views.append(
             KernelView(
                 group,
@@ -342,10 +419,13 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
                 ordered[-1],
                 tuple(thin(ordered)),
                 counters,
-                verdict(counters, median.median) if verdict is not None and counters else None,
+                text,
                 case,
                 quantile(clocks, 0.5) if clocks else None,
                 (clocks[0], clocks[-1]) if clocks else None,
+                chip,
+                sol,
+                bound,
             )
         )
     rank = {
@@ -361,6 +441,61 @@ def _kernel_views(slices: Sequence[Slice], verdict: Verdict | None) -> list[Kern
         )
     )
     return views
+
+
+def _rooflines(kernels: Sequence[KernelView]) -> tuple[list[RooflineView], str | None]:
+    """Per chip, its kernels on the roofline and as speed-of-light bars; or why there is none."""
+    with_counters = [k for k in kernels if k.counters]
+    if not with_counters:
+        return [], (
+            "No roofline: these inputs carry no hardware counters (collect a metric group, e.g. "
+            'bench(..., metrics="all"), and give the PROF_* runs).'
+        )
+    if all(k.chip is None for k in with_counters):
+        return [], (
+            "No roofline: no run here says which chip it ran on (its info.json is absent: give the "
+            "PROF_* runs rather than a JSON result), so there is no peak to compare with."
+        )
+    measured = [k for k in with_counters if k.sol is not None and k.sol.fractions]
+    if not measured:
+        return [], (
+            "No roofline: the counters present give no fraction of the chip's peaks (they need the "
+            "cycle counts and pipe ratios, fops or GM/L2 bandwidths of a metric group: "
+            "docs/speed_of_light.md)."
+        )
+    by_chip: dict[tuple[ChipFacts, RooflineKind], list[KernelView]] = {}
+    for kernel in measured:
+        assert kernel.chip is not None and kernel.sol is not None
+        kind = (
+            RooflineKind.ROOFLINE
+            if kernel.sol.intensity is not None and kernel.sol.flops is not None
+            else RooflineKind.SOL_BARS
+        )
+        by_chip.setdefault((kernel.chip, kind), []).append(kernel)
+    views = [
+        RooflineView(chip, kind, chip.peaks(), tuple(members)) for (chip, kind), members in by_chip.items()
+    ]
+    return views, None
+
+
+def headline(kernels: Sequence[KernelView], limit: int = 3) -> str:
+    """The verdicts in roofline terms of the *limit* kernels with the most time, as one line
+    (``vk: memory-bound: gm at 71% of peak; ...``); empty where no kernel has one."""
+    totals: dict[str, float] = {}
+    for k in kernels:
+        totals[k.name] = totals.get(k.name, 0.0) + k.median.median * k.median.count
+    said: list[str] = []
+    for name in sorted(totals, key=lambda n: -totals[n]):
+        bound = next((k.bound for k in kernels if k.name == name and k.bound is not None), None)
+        if bound is None:
+            continue
+        fractions = fractions_text(bound.fractions)
+        if bound.kind in (VerdictKind.MEMORY_BOUND, VerdictKind.COMPUTE_BOUND):
+            said.append(f"{name}: {bound.label}: {fractions}")
+        else:  # no roof at SOL_BOUND: the pipe rule's label, and how far from the roofs
+            said.append(f"{name}: {bound.label}, no roof reached ({fractions})")
+    more = len(said) - limit
+    return " · ".join(said[:limit]) + (f" · {more} more in the roofline section" if more > 0 else "")
 
 
 def _case_views(slices: Sequence[Slice]) -> list[CaseView]:
@@ -497,11 +632,16 @@ def build_model(
         for piece in pieces:
             if piece.info is not None:
                 runs.setdefault(piece.run_id, piece.info)
+    kernel_views = _kernel_views(slices, verdict)
+    rooflines, roofline_note = _rooflines(kernel_views)
     return ReportModel(
+        headline=headline(kernel_views),
+        rooflines=tuple(rooflines),
+        roofline_note=roofline_note,
         runs=tuple(runs.values()),
         title=title or "asc-aprof report",
         inputs=tuple((g, r, n) for (g, r), n in counts.items()),
-        kernels=tuple(_kernel_views(slices, verdict)),
+        kernels=tuple(kernel_views),
         cases=tuple(case_views),
         comparison=comparison,
         compared=compared,

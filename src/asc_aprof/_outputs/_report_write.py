@@ -63,8 +63,10 @@ def write_report(
     :param skip: leading samples of each kernel dropped per run and device (warm-up)
     :param threshold: a significant slowdown beyond this many percent is a regression
     :param verdict: ``verdict(counter_medians, median_us)``: the text shown as a kernel's bound
-        verdict (default: :func:`bound_verdict`'s label and reason, by :data:`VERDICT_RULE`;
-        None: no verdict shown)
+        verdict (default: :func:`bound_verdict`'s label and reason, by :data:`VERDICT_RULE`, in
+        roofline terms where the run says which chip; None: no verdict shown, in the header and
+        the roofline section neither). The roofline section (docs/speed_of_light.md) draws the
+        kernels against their chip's peaks where the inputs have counters and a chip
     :raises UsageError: when plotly is missing, there is no task, or *compare* lacks two inputs
     :return: the path written
     """

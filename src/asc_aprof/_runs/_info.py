@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from .._cann._files import Bound, RunFileMissing, list_in_run, read_in_run
 from .._cann._layout import DEVICE_DIR_PATTERN
+from .._model._chips import rated_aic_mhz
 from .._model._json import loads as json_loads
 from .._plans._sol import ChipFacts, chip_facts
 
@@ -65,7 +66,8 @@ class RunInfo:
     :ivar skipped: the sources tried before it, each with why it was not used
     :ivar ai_cores: the device's AI Cores (``info.json`` ``DeviceInfo`` ``ai_core_num``), else None
     :ivar vector_cores: its vector cores (``aiv_num``), else None
-    :ivar core_mhz: its AI Core clock as the run records it (``aic_frequency``, MHz), else None
+    :ivar core_mhz: its AI Core clock as the run records it (``aic_frequency``, MHz; the rated
+        clock the raw reader's ``ClockTable.rated_mhz`` holds, read by the same function), else None
     :ivar platform: ``info.json``'s ``platform_version`` (``5``: 910B, ``7``: 310B), else None
     """
 
@@ -173,7 +175,7 @@ def read_info(run: Path) -> RunInfo:
         simulated=bool(info.get("simulator")),
         ai_cores=_positive(cores.get("ai_core_num"), int),
         vector_cores=_positive(cores.get("aiv_num"), int),
-        core_mhz=_positive(cores.get("aic_frequency"), float),
+        core_mhz=rated_aic_mhz(cores),
         platform=platform or None,
     )
 

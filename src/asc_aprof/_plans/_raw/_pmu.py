@@ -56,6 +56,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
+from ..._model._chips import rated_aic_mhz
 from ..._model._counters import TaskCounters
 from ._chunked import empty
 from ._decode import RawData
@@ -738,9 +739,15 @@ class PmuLayout:
         for metrics in (aic_metrics, aiv_metrics):
             if metrics.startswith("Custom"):
                 raise DeclinedError(DeclineReason.UNSUPPORTED, f"{where}custom PMU events ({metrics})")
-        aic_hz = _number(info, "aic_frequency", where) * 1000000.0
-        if aic_hz <= 0:
-            raise DeclinedError(DeclineReason.MALFORMED, f"{where}info.json aic_frequency <= 0")
+        device = info.get("DeviceInfo")
+        entry = device[0] if isinstance(device, list) and device and isinstance(device[0], dict) else {}
+        mhz = rated_aic_mhz(entry)  # (the one reader of it: RunInfo.core_mhz is the same)
+        if mhz is None:
+            value = entry.get("aic_frequency")
+            raise DeclinedError(
+                DeclineReason.MALFORMED, f"{where}info.json aic_frequency is not a positive number: {value!r}"
+            )
+        aic_hz = mhz * 1000000.0
         cores = int(_number(info, "ai_core_num", where))
         vectors = int(_number(info, "aiv_num", where))
         aic_events = event_names(_setting(sample, "ai_core_profiling_events"))

@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
 
+from ..._model._chips import rated_aic_mhz
 from ..._model._counters import TaskCounters
 from .._parser import CONTROL_TYPES
 from ._accel import active as _accelerated
@@ -1213,9 +1214,13 @@ def _clock_table(
         return ClockTable()
     device_info = info.get("DeviceInfo")
     assert isinstance(device_info, list) and isinstance(device_info[0], dict)  # (checked by _clock)
-    rated = _number(device_info[0].get("aic_frequency", ""), f"{dev.folder} aic_frequency")
-    if rated <= 0:
-        raise DeclinedError(DeclineReason.MALFORMED, f"{dev.folder}/info.json aic_frequency <= 0")
+    rated = rated_aic_mhz(device_info[0])  # (the one reader of it: RunInfo.core_mhz is the same)
+    if rated is None:
+        value = device_info[0].get("aic_frequency")
+        raise DeclinedError(
+            DeclineReason.MALFORMED,
+            f"{dev.folder}/info.json aic_frequency is not a positive number: {value!r}",
+        )
     return clock_table(
         str(info.get("platform_version", "")),
         clock.dev_cnt,
