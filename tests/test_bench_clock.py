@@ -58,9 +58,8 @@ def dipping(control: SimControl, dipped: set[int]) -> Callable[[], None]:
     return call
 
 
-#: reps 10 in windows of 5 after the calibration call (number 0): samples 2 and 7 are calls 3 and 8,
-#: one dip in each window
-OPTIONS = {"warmup": 0, "reps": 10, "batch": 5}
+#: bench(reps=10, batch=5, warmup=0): two windows of 5 after the calibration call (number 0);
+#: samples 2 and 7 are calls 3 and 8, one dip in each window
 DIPPED = {3, 8}
 
 
@@ -89,18 +88,24 @@ def check_dropped(result: BenchResult) -> None:
 
 
 def test_samples_in_a_clock_dip_are_flagged_by_default(toolkit: Toolkit, simctl: SimControl) -> None:
-    check_flagged(Profiler(toolkit=toolkit).bench(dipping(simctl, DIPPED), **OPTIONS))
+    check_flagged(Profiler(toolkit=toolkit).bench(dipping(simctl, DIPPED), warmup=0, reps=10, batch=5))
 
 
 def test_drop_throttled_leaves_them_out(toolkit: Toolkit, simctl: SimControl) -> None:
-    check_dropped(Profiler(toolkit=toolkit).bench(dipping(simctl, DIPPED), drop_throttled=True, **OPTIONS))
+    check_dropped(
+        Profiler(toolkit=toolkit).bench(
+            dipping(simctl, DIPPED), drop_throttled=True, warmup=0, reps=10, batch=5
+        )
+    )
 
 
 @pytest.mark.anyio
 async def test_async_bench_flags_and_drops(toolkit: Toolkit, simctl: SimControl) -> None:
     profiler = AsyncProfiler(toolkit=toolkit)
-    check_flagged(await profiler.bench(dipping(simctl, DIPPED), **OPTIONS))
-    check_dropped(await profiler.bench(dipping(simctl, DIPPED), drop_throttled=True, **OPTIONS))
+    check_flagged(await profiler.bench(dipping(simctl, DIPPED), warmup=0, reps=10, batch=5))
+    check_dropped(
+        await profiler.bench(dipping(simctl, DIPPED), drop_throttled=True, warmup=0, reps=10, batch=5)
+    )
 
 
 def whole_dip(control: SimControl) -> None:
