@@ -23,11 +23,12 @@ from urllib.parse import quote
 
 import pytest
 
-from asc_aprof import history, sim
+from asc_aprof import Profiler, ProfileType, history, sim
 from asc_aprof._outputs import _history_store
 from asc_aprof._plans._gate import GatePoint, GateVerdict, judge
 from asc_aprof.cli import main as cli_main
 from asc_aprof.history import Environment, HistoryError, HistoryRecord, HistoryStore, KernelEntry
+from asc_aprof.sim import SimControl
 
 pytest_plugins = ["pytester"]
 
@@ -290,14 +291,42 @@ def test_a_record_killed_mid_write_leaves_the_store_consistent(db: str, tmp_path
 
 # -- from runs, on the command line -----------------------------------------------------------------
 def simulated_run(root: Path, duration_us: float, *, count: int = 30) -> Path:
-    from asc_aprof import Profiler
-
     profiler = Profiler(root, toolkit=sim.toolkit())
     with profiler.profile(cleanup=False) as run:
         sim.launch("add_custom", count=count, duration_us=duration_us)
         sim.launch("mul_custom", count=count, duration_us=3.0)
     assert run.run_id is not None
     return root / run.run_id
+
+
+def test_a_run_slower_only_by_a_clock_dip_is_ambiguous_not_a_regression(
+    db: str, tmp_path: Path, simctl: SimControl
+) -> None:
+    for n in range(5):
+        history.record_runs([simulated_run(tmp_path / f"base{n}", 10.0)], db=db)
+    # the same kernels; add_custom's launches run in a dip of the AI Core clock to 800 MHz. No PMU
+    # collection: the raw reader declines a level-1 run's counters under a changed clock (the
+    # CSVs it would fall back to carry no clock)
+    profiler = Profiler(tmp_path / "dip", toolkit=sim.toolkit())
+    with profiler.profile(cleanup=False, profile_types=ProfileType.TASK_TIME | ProfileType.L2CACHE) as run:
+        time.sleep(0.002)
+        start = time.time_ns()
+        simctl.set_clock_dip(800, start_ns=start, end_ns=start + 600 * 10**9)
+        sim.launch("add_custom", count=30, duration_us=10.0)
+        time.sleep(0.002)
+        simctl.set_clock_dip(800, start_ns=start, end_ns=time.time_ns())  # (what the run records)
+        time.sleep(0.002)
+        sim.launch("mul_custom", count=30, duration_us=3.0)
+    assert run.run_id is not None
+    made = history.runs_record([tmp_path / "dip" / run.run_id])
+    add = next(k for k in made.kernels if k.kernel == "add_custom")
+    assert (add.median_us, add.aic_mhz) == (20.625, 800.0)  # 10 us x 1650 / 800: the same cycles
+    history.record_runs([tmp_path / "dip" / run.run_id], db=db)
+    outcomes = {o.kernel: o for o in history.gate(db)}
+    dipped = outcomes["Ascend 910B / AI_CORE / add_custom"]
+    assert dipped.verdict is GateVerdict.AMBIGUOUS_CLOCK and not dipped.verdict.fails
+    assert dipped.cycles_change == pytest.approx(0.0, abs=1e-3)
+    assert outcomes["Ascend 910B / AI_CORE / mul_custom"].verdict is GateVerdict.PASS
 
 
 def test_record_show_and_gate_on_the_command_line(

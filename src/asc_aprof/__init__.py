@@ -59,9 +59,11 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each n
     from ._plans._bench import AttributionError as AttributionError
     from ._plans._bench import BenchConfig as BenchConfig
     from ._plans._bench import BenchResult as BenchResult
+    from ._plans._bench import ClockCheck as ClockCheck
     from ._plans._bench import GroupRun as GroupRun
     from ._plans._bench import KernelTime as KernelTime
     from ._plans._bench import StopReason as StopReason
+    from ._plans._bench import ThrottledError as ThrottledError
     from ._plans._columns import NO_ID as NO_ID
     from ._plans._columns import TaskColumns as TaskColumns
     from ._plans._parser import TaskParser as TaskParser
@@ -115,6 +117,8 @@ _WHERE: dict[str, str] = {
     "AttributionError": "._plans._bench",
     "BenchConfig": "._plans._bench",
     "BenchResult": "._plans._bench",
+    "ClockCheck": "._plans._bench",
+    "ThrottledError": "._plans._bench",
     "KernelTime": "._plans._bench",
     "StopReason": "._plans._bench",
     "bench": "._profilers._functions",
@@ -202,6 +206,7 @@ __all__ = (
     "AttributionError",
     "BenchConfig",
     "BenchResult",
+    "ClockCheck",
     "CollectionTimeout",
     "ExportError",
     "GroupRun",
@@ -223,6 +228,7 @@ __all__ = (
     "RunUnreadable",
     "SweepItem",
     "SweepItems",
+    "ThrottledError",
     "Toolkit",
     "ToolkitNotFoundError",
     "TuneError",

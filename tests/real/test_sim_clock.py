@@ -5,7 +5,8 @@ from it) and, for CANN 8.0, ``incompatible_features.json``; with a clock dip set
 (``sim.control().set_clock_dip``) the records change the clock while the run collects. Exported by
 the real ``msprof.py``: its ``freq.db`` holds the rows the raw reader builds, each task's
 ``aic_mhz`` is the exporter's clock at its start (the dip's for the kernels launched inside it),
-and the tasks equal the real export's.
+and the tasks equal the real export's. The dip slows the kernels it holds: in the real export
+their durations are the launched ones x 1650 / 800, their cycles (duration x clock) the others'.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ DIP_MHZ = 800
 
 
 def collect(base: Path, cann: str, level: int, dip: bool) -> Path:
-    """Three groups of kernels, 5 ms apart; with *dip*, the clock dips around the middle group."""
+    """Three groups of kernels, 5 ms apart; with *dip*, the clock dips around the middle group
+    (set with an open end before its launch, so it slows them; narrowed once they ran)."""
     control = sim.control()
     control.reset()
     control.configure(cann=cann, chip="910B")
@@ -42,6 +44,8 @@ def collect(base: Path, cann: str, level: int, dip: bool) -> Path:
     for group in range(3):
         time.sleep(0.005)
         before = time.time_ns()
+        if dip and group == 1:
+            control.set_clock_dip(DIP_MHZ, start_ns=before, end_ns=before + 60 * 10**9)
         assert sim.launch(f"k{group}", device=0, task_type="AI_VECTOR_CORE", duration_us=5.0, count=4) > 0
         time.sleep(0.001)
         if dip and group == 1:
@@ -86,6 +90,12 @@ def test_simulated_clock_equals_the_real_exporters_freq_db(
     assert by_name["k1"] == ({float(DIP_MHZ)} if dip else {1650.0})
     expected = Profiler(run.parent, toolkit=real_toolkit, reader="msprof").store_result(run.name).tasks
     assert outcome.profiling_tasks() == list(expected)
+    durations = {name: {t.duration for t in expected if t.name == name} for name in ("k0", "k1", "k2")}
+    assert durations["k0"] == durations["k2"] == {5.0}
+    # 5 us x 1650 / 800 = 10312.5 ns, rounded to whole ns
+    assert durations["k1"] == ({10.313} if dip else {5.0})
+    cycles = {round(t.duration * m) for t, m in zip(expected, clocks, strict=True)}
+    assert cycles == {round(5.0 * 1650)}
     counted = read_run(run, counters=True)
     if dip and level == 1:
         # PMU times under a changed clock are not modelled: declined, the export is used.

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .._model._clock import TaskClocks
 from .._model._counters import TaskCounters
 from .._model._errors import AclError, AprofError, CollectionTimeout, UsageError, create_config_null_error
 from .._model._latch import Latch
@@ -116,6 +117,7 @@ class SharedResult:
     __slots__ = (
         "_changed",
         "_cleanup_requested",
+        "_clocks",
         "_consumers",
         "_counters",
         "_error",
@@ -130,6 +132,7 @@ class SharedResult:
         self._lock = threading.Lock()
         self._phase = Claim.PRODUCE  # guarded by _lock: PRODUCE (nobody yet), WAIT (running), READY
         self._tasks: dict[int | None, DeviceTasks] = {}  # guarded by _lock
+        self._clocks: dict[int | None, TaskClocks] = {}  # guarded by _lock: devices with clock data
         self._counters = False  # guarded by _lock: some consumer wants the PMU counters
         self._error: BaseException | None = None  # guarded by _lock
         self._changed = Latch()  # guarded by _lock (replaced after each change)
@@ -160,11 +163,18 @@ class SharedResult:
                 self._phase = Claim.WAIT
             return phase, self._changed
 
-    def publish(self, tasks: dict[int | None, DeviceTasks] | None, error: BaseException | None) -> None:
-        """The producer's outcome: the tasks per device, or the error every caller gets."""
+    def publish(
+        self,
+        tasks: dict[int | None, DeviceTasks] | None,
+        error: BaseException | None,
+        clocks: dict[int | None, TaskClocks] | None = None,
+    ) -> None:
+        """The producer's outcome: the tasks per device (and the AI Core clock of each task, per
+        device whose run has clock data: a run read natively), or the error every caller gets."""
         with self._lock:
             self._phase = Claim.READY
             self._tasks = tasks or {}
+            self._clocks = clocks or {}
             self._error = error
             latch, self._changed = self._changed, Latch()
         latch.set()
@@ -188,12 +198,18 @@ class SharedResult:
                 raise self._error
             return self._tasks.get(device, ((), None))  # shared, immutable: no copy per caller
 
+    def clocks(self, device: int) -> TaskClocks | None:
+        """The AI Core clock of each of :meth:`take`'s tasks of *device* (None: not known)."""
+        with self._lock:
+            return self._clocks.get(device)
+
     def release(self, cleanup: bool) -> None:
         """One consumer is done with its share; *cleanup* is its wish to delete the run."""
         with self._lock:
             self._votes.append(cleanup)
             if len(self._votes) >= self._consumers:
                 self._tasks = {}
+                self._clocks = {}
 
     def request_cleanup(self) -> None:
         """``cleanup()`` wants the run gone, whatever the votes, once nobody needs it."""

@@ -38,6 +38,15 @@ from order statistics: see :func:`asc_aprof._plans._stats.median_interval`) over
 decides: stop when its width relative to the median is at most ``rel_width``, else plan the next
 window from how the width shrinks (as 1/sqrt(n)), bounded by ``max_reps`` and by ``max_time``
 (wall-clock seconds of the measuring windows, projected from the windows so far).
+
+**Clock.** Ascend has no public way to lock the AI Core clock, so each sample's clock is recorded
+and checked (DECISIONS 25): a call's clock is the lowest AI Core clock at the starts of its
+kernels (from the run's raw clock data, as the exporter's ``freq.db`` gives it); a call is
+*throttled* when that is below the run's rated clock, ``info.json`` ``aic_frequency`` of the
+device (``device_N/info.json.N``). Throttled calls are flagged (:class:`ClockCheck`); with
+``drop_throttled`` they are left out of every statistic, and adaptive measuring judges the
+interval on the calls kept. Where no clock is known (runs read from CSVs, chips whose runs
+carry no clock data such as the 310B) nothing is flagged.
 """
 
 from __future__ import annotations
@@ -48,10 +57,11 @@ import math
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from .._model._clock import TaskClocks
 from .._model._counters import TaskCounters
 from .._model._defaults import CONFIDENCE, MAX_REPS, MAX_TIME_S, MIN_REPS, REL_WIDTH, WARMUP_CALLS
 from .._model._enums import AicoreMetrics
-from .._model._errors import AprofError, InvalidArgumentError
+from .._model._errors import AprofError, InvalidArgumentError, NoSamplesError
 from .._model._records import AICORE_TASK_TYPES, ProfilingTask, numpy_round3
 from ._raw._pmu import CHIP_910B, CHIP_METRICS, GROUP_OF_METRIC
 from ._sol import ChipFacts, speed_of_light
@@ -65,6 +75,10 @@ DEFAULT_MAX_BATCH: Final = 10_000
 
 class AttributionError(AprofError):
     """The kernels of a window cannot be attributed to the calls that launched them."""
+
+
+class ThrottledError(NoSamplesError):
+    """``drop_throttled=True`` left no sample: every call ran below the rated AI Core clock."""
 
 
 class StopReason(enum.Enum):
@@ -93,6 +107,8 @@ class BenchConfig:
     task_types: frozenset[str] = DEFAULT_BENCH_TYPES
     #: do_bench: repetitions = this many seconds of device time / one call's (from calibration)
     rep_device_time: float | None = None
+    #: leave calls that ran below the rated AI Core clock out of the statistics (else: flag them)
+    drop_throttled: bool = False
 
     def __post_init__(self) -> None:
         def need(ok: bool, what: str) -> None:
@@ -138,6 +154,7 @@ def bench_config(
     confidence: float = CONFIDENCE,
     kernels: int | None = None,
     task_types: Iterable[str] | None = None,
+    drop_throttled: bool = False,
 ) -> BenchConfig:
     """A :class:`BenchConfig` from ``bench()``'s keywords (*task_types* None: the default set)."""
     return BenchConfig(
@@ -152,6 +169,7 @@ def bench_config(
         confidence=confidence,
         kernels=kernels,
         task_types=DEFAULT_BENCH_TYPES if task_types is None else frozenset(task_types),
+        drop_throttled=drop_throttled,
     )
 
 
@@ -223,6 +241,65 @@ class GroupRun:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClockCheck:
+    """The AI Core clock of a benchmark's calls, checked against the rated clock (DECISIONS 25).
+
+    :ivar rated_mhz: the rated AI Core clock: ``info.json`` ``aic_frequency`` of the measured
+        runs' device (``device_N/info.json.N``); NaN where unknown
+    :ivar sample_mhz: each measured call's clock, the lowest AI Core clock at the starts of its
+        kernels, in the order the calls ran (the dropped ones included); NaN where unknown (runs
+        read from CSVs, chips without clock data); empty where nothing was measured
+    :ivar throttled: indices into ``sample_mhz`` of the calls below ``rated_mhz``
+    :ivar dropped_us: the times of the throttled calls left out of the statistics
+        (``drop_throttled=True``); empty when they were only flagged
+    """
+
+    rated_mhz: float = math.nan
+    sample_mhz: tuple[float, ...] = ()
+    throttled: tuple[int, ...] = ()
+    dropped_us: tuple[float, ...] = ()
+
+    @property
+    def known(self) -> bool:
+        """Whether the rated clock and some call's clock are known (the check was made)."""
+        return not math.isnan(self.rated_mhz) and any(not math.isnan(m) for m in self.sample_mhz)
+
+    @property
+    def dropped(self) -> int:
+        """How many calls were left out of the statistics."""
+        return len(self.dropped_us)
+
+    @property
+    def reason(self) -> str:
+        """One line: what was checked and what came of it."""
+        if not self.known:
+            return "AI Core clock unknown (no clock data in the runs read): samples not checked"
+        rated = f"the rated AI Core clock, {self.rated_mhz:g} MHz (info.json aic_frequency)"
+        if not self.throttled:
+            return f"every sample ran at {rated}"
+        lowest = min(self.sample_mhz[i] for i in self.throttled)
+        what = (
+            "dropped from the statistics"
+            if self.dropped
+            else "flagged, still counted (drop_throttled=True drops them)"
+        )
+        return (
+            f"{len(self.throttled)} of {len(self.sample_mhz)} samples ran below {rated}, "
+            f"down to {lowest:g} MHz: {what}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rated_mhz": None if math.isnan(self.rated_mhz) else self.rated_mhz,
+            "sample_mhz": [None if math.isnan(m) else m for m in self.sample_mhz],
+            "throttled": list(self.throttled),
+            "dropped_us": list(self.dropped_us),
+            "dropped": self.dropped,
+            "reason": self.reason,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class BenchResult:
     """What :meth:`Profiler.bench <asc_aprof.Profiler.bench>` measured on one device (times in µs).
 
@@ -234,7 +311,8 @@ class BenchResult:
     :ivar ci_level: the interval's exact coverage (at least the requested confidence, which is
         ``confidence``, once there are enough samples: 6 at 95%)
     :ivar confidence: the requested confidence
-    :ivar samples_us: every call's time, in the order the calls ran
+    :ivar samples_us: every call's time, in the order the calls ran (with
+        ``drop_throttled=True``, the throttled calls' left out: ``clock.dropped_us``)
     :ivar outliers: indices into ``samples_us`` outside Tukey's fences (flagged, still counted)
     :ivar kernels: the per-kernel breakdown of a call, in the call's launch order
     :ivar flush_kernels: names of the flush's kernels (never counted)
@@ -244,6 +322,8 @@ class BenchResult:
     :ivar stop: why measuring stopped
     :ivar groups: with several metric groups, which runs gave which group (:class:`GroupRun`)
     :ivar chip: the cores and clock the speed-of-light figures used (None: none computed)
+    :ivar clock: each call's AI Core clock against the rated clock: which calls were throttled
+        (below it), how many were dropped and why, in one line (:class:`ClockCheck`)
     """
 
     device: int
@@ -261,6 +341,7 @@ class BenchResult:
     stop: StopReason
     groups: tuple[GroupRun, ...] = ()
     chip: ChipFacts | None = None
+    clock: ClockCheck = dataclasses.field(default_factory=ClockCheck)
 
     @property
     def count(self) -> int:
@@ -295,9 +376,10 @@ class BenchResult:
         data = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
-            if f.name not in ("kernels", "stop", "groups", "chip")
+            if f.name not in ("kernels", "stop", "groups", "chip", "clock")
         }
         data.update(
+            clock=self.clock.to_dict(),
             groups=[g.to_dict() for g in self.groups],
             chip=None if self.chip is None else self.chip.to_dict(),
             samples_us=list(self.samples_us),
@@ -315,7 +397,8 @@ class BenchResult:
         return (
             f"BenchResult(device={self.device}, median_us={self.median_us}, "
             f"ci=[{self.ci_low_us}, {self.ci_high_us}] ({self.ci_level:.1%}), count={self.count}, "
-            f"outliers={len(self.outliers)}, stop={self.stop.value})"
+            f"outliers={len(self.outliers)}, throttled={len(self.clock.throttled)}, "
+            f"dropped={self.clock.dropped}, stop={self.stop.value})"
         )
 
 
@@ -357,13 +440,15 @@ class Measure:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Window:
     """What a :class:`Measure` gave: the device's tasks in start order, its run, its wall time,
-    the tasks' counters (when asked) and the run's chip facts (when its metadata gives them)."""
+    the tasks' counters (when asked), the run's chip facts (when its metadata gives them) and
+    the tasks' AI Core clocks (when the run was read from raw data with clock data)."""
 
     tasks: Sequence[ProfilingTask]
     run_id: str
     seconds: float
     counters: TaskCounters | None = None
     chip: ChipFacts | None = None
+    clocks: TaskClocks | None = None
 
 
 BenchStep = WarmUp | Measure
@@ -566,6 +651,13 @@ def _measure(
     adaptive = target is None
     max_batch = config.batch or DEFAULT_MAX_BATCH
     calls: list[Sequence[ProfilingTask]] = []
+    clocks: list[tuple[float, float]] = []  # per call: its clock, its run's rated clock
+
+    def kept() -> list[Sequence[ProfilingTask]]:
+        if not config.drop_throttled:
+            return calls
+        return [c for c, (mhz, rated) in zip(calls, clocks, strict=True) if not mhz < rated]
+
     stop = StopReason.REPS
 
     while True:
@@ -577,7 +669,7 @@ def _measure(
                 break
             reps = min(max_batch, target - done)
         else:
-            verdict, reps = _next_batch(config, calls, clock, max_batch)
+            verdict, reps = _next_batch(config, kept(), len(calls), clock, max_batch)
             if verdict is not None:
                 stop = verdict
                 break
@@ -599,9 +691,40 @@ def _measure(
         if call is None:
             call = _signature(got[0])
         calls.extend(got)
+        clocks.extend(_call_clocks(window, got))
     assert call is not None
-    result = _result(config, device, calls, call, flush_sig or (), warmed, run_ids, stop)
+    check = _clock_check(calls, clocks, config.drop_throttled)
+    samples = kept()
+    if not samples:
+        raise ThrottledError(
+            f"no sample left on device {device}: {check.reason} (runs {', '.join(run_ids)}); pass "
+            "drop_throttled=False to keep and flag them, or measure when the device runs at its rated clock"
+        )
+    result = _result(config, device, samples, call, flush_sig or (), warmed, run_ids, stop, check)
     return _Measured(result, call, flush_sig, chip)
+
+
+def _call_clocks(window: Window, calls: Sequence[Sequence[ProfilingTask]]) -> list[tuple[float, float]]:
+    """Each call's clock (the lowest at its kernels' starts) and its run's rated clock (NaN:
+    unknown)."""
+    known = window.clocks
+    if known is None or len(known.mhz) != len(window.tasks):
+        return [(math.nan, math.nan)] * len(calls)
+    index = {id(task): i for i, task in enumerate(window.tasks)}
+    out = []
+    for tasks in calls:
+        mhz = [m for m in (known.mhz[index[id(t)]] for t in tasks) if not math.isnan(m)]
+        out.append((min(mhz) if mhz else math.nan, known.rated_mhz))
+    return out
+
+
+def _clock_check(
+    calls: Sequence[Sequence[ProfilingTask]], clocks: Sequence[tuple[float, float]], drop: bool
+) -> ClockCheck:
+    rated = next((r for _, r in clocks if not math.isnan(r)), math.nan)
+    throttled = tuple(i for i, (mhz, r) in enumerate(clocks) if mhz < r)
+    dropped = tuple(_call_times(calls[i] for i in throttled)) if drop else ()
+    return ClockCheck(rated, tuple(mhz for mhz, _ in clocks), throttled, dropped)
 
 
 def multi_plan(config: BenchConfig, *, device: int, flush: bool, groups: Sequence[int] | None) -> Plan:
@@ -672,11 +795,16 @@ def multi_plan(config: BenchConfig, *, device: int, flush: bool, groups: Sequenc
 
 
 def _next_batch(
-    config: BenchConfig, calls: Sequence[Sequence[ProfilingTask]], clock: _Clock, max_batch: int
+    config: BenchConfig,
+    calls: Sequence[Sequence[ProfilingTask]],
+    measured: int,
+    clock: _Clock,
+    max_batch: int,
 ) -> tuple[StopReason | None, int]:
-    """Adaptive: stop (with the reason) or the size of the next window."""
+    """Adaptive: stop (with the reason) or the size of the next window. *calls*: the calls the
+    statistics use; *measured*: how many were measured (dropped ones included)."""
     done = len(calls)
-    if done >= config.max_reps:
+    if measured >= config.max_reps:
         return StopReason.MAX_REPS, 0
     if done < config.min_reps:
         wanted = config.min_reps - done
@@ -689,7 +817,7 @@ def _next_batch(
         # The width shrinks as 1/sqrt(n): aim a little past the projection, at most 4x what we have.
         needed = math.ceil(done * (width / config.rel_width) ** 2 * 1.2) if math.isfinite(width) else 4 * done
         wanted = min(max(needed - done, max(1, done // 2)), 3 * done)
-    reps = min(wanted, config.max_reps - done, max_batch)
+    reps = min(wanted, config.max_reps - measured, max_batch)
     if clock.points:
         left = config.max_time - clock.spent
         while reps > 1 and clock.cost(reps) > left:
@@ -712,6 +840,7 @@ def _result(
     warmed: int,
     run_ids: Sequence[str],
     stop: StopReason,
+    clock: ClockCheck,
 ) -> BenchResult:
     samples = _call_times(calls)
     ordered = sorted(samples)
@@ -734,6 +863,7 @@ def _result(
         warmup_calls=warmed,
         run_ids=tuple(run_ids),
         stop=stop,
+        clock=clock,
     )
 
 
@@ -775,7 +905,7 @@ def check_do_bench(return_mode: str, quantiles: Sequence[float] | None) -> None:
         raise InvalidArgumentError(f"quantiles must be in [0, 1], got {list(quantiles)}")
 
 
-def do_bench_config(warmup: float, rep: float) -> BenchConfig:
+def do_bench_config(warmup: float, rep: float, drop_throttled: bool = False) -> BenchConfig:
     """triton's semantics: *warmup* ms of warm-up (wall clock), *rep* ms of device time of calls."""
     if not warmup >= 0 or not rep > 0:
         raise InvalidArgumentError(f"warmup must be >= 0 ms and rep > 0 ms, got warmup={warmup}, rep={rep}")
@@ -785,6 +915,7 @@ def do_bench_config(warmup: float, rep: float) -> BenchConfig:
         max_reps=100_000,
         max_time=math.inf,
         rep_device_time=rep / 1000.0,
+        drop_throttled=drop_throttled,
     )
 
 

@@ -476,6 +476,7 @@ class AsyncProfiler(ProfilerBase):
         cleanup: bool = True,
         metrics: MetricsArg = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        drop_throttled: bool = False,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*; the parameters are :meth:`Profiler.bench`'s.
 
@@ -499,6 +500,7 @@ class AsyncProfiler(ProfilerBase):
             confidence=confidence,
             kernels=kernels,
             task_types=task_types,
+            drop_throttled=drop_throttled,
         )
         return await self._bench(fn, device_id, flush, config, cleanup, metrics, profile_types)
 
@@ -569,13 +571,14 @@ class AsyncProfiler(ProfilerBase):
         *,
         device_id: int | None = None,
         flush: Callable[[], object] | None = None,
+        drop_throttled: bool = False,
     ) -> float | list[float]:
         """triton's ``do_bench`` (see :meth:`Profiler.do_bench`), in milliseconds.
 
         Cancelled: as :meth:`bench`.
         """
         check_do_bench(return_mode, quantiles)
-        config = do_bench_config(warmup, rep)
+        config = do_bench_config(warmup, rep, drop_throttled)
         result = await self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
         return do_bench_value(result, quantiles, return_mode)
 

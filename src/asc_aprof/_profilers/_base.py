@@ -376,7 +376,8 @@ def without_pmu(profile_types: ProfileTypes | None) -> int:
 
 
 def window_of(run: ProfileRun, seconds: float) -> BenchWindow:
-    """What a bench window gave: its result's tasks and counters, its run's chip facts."""
+    """What a bench window gave: its result's tasks and counters, its run's chip facts, its
+    tasks' AI Core clocks."""
     assert run.result is not None
     chip = run.info.chip_facts() if run.info is not None else None
-    return BenchWindow(run.result.tasks, run.result.run_id, seconds, run.result.counters, chip)
+    return BenchWindow(run.result.tasks, run.result.run_id, seconds, run.result.counters, chip, run.clocks)

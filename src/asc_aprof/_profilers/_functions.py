@@ -46,6 +46,7 @@ def do_bench(
     device_id: int | None = None,
     flush: Callable[[], object] | None = None,
     toolkit: Toolkit | None = None,
+    drop_throttled: bool = False,
 ) -> float | list[float]:
     """triton's ``do_bench`` measured on device time, in milliseconds (see :meth:`Profiler.do_bench`).
 
@@ -61,6 +62,7 @@ def do_bench(
         return_mode,
         device_id=device_id,
         flush=flush,
+        drop_throttled=drop_throttled,
     )
 
 

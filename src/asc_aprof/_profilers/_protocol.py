@@ -51,6 +51,7 @@ from .._cann._collector import (
     Window,
     get_collector,
 )
+from .._model._clock import TaskClocks
 from .._model._counters import TaskCounters
 from .._model._errors import AprofError
 from .._model._progress import EventKind
@@ -85,9 +86,12 @@ class ProfileRun:
     :ivar result: this call's :class:`ProfilingResult` (set when the block exits normally)
     :ivar info: what the run's metadata says (:class:`~asc_aprof.RunInfo`), read before the run
         may be deleted, when the call asked for it (bench's windows do); else None
+    :ivar clocks: the AI Core clock at the start of each of ``result.tasks`` and the rated clock
+        (``TaskClocks``), set with the result where the run was read from its raw data and has
+        clock data (910B); else None
     """
 
-    __slots__ = ("device", "info", "result", "run_dir", "run_id")
+    __slots__ = ("clocks", "device", "info", "result", "run_dir", "run_id")
 
     def __init__(self, device: int) -> None:
         self.device = device
@@ -95,6 +99,7 @@ class ProfileRun:
         self.run_dir: Path | None = None
         self.result: ProfilingResult | None = None
         self.info: RunInfo | None = None
+        self.clocks: TaskClocks | None = None
 
     def __repr__(self) -> str:
         tasks = None if self.result is None else len(self.result.tasks)
@@ -189,6 +194,7 @@ class Call:
             run_dir = self.profiler._stopped_run_dir(window)
             yield from self._produce_or_wait(run_dir)
             tasks, counters = window.shared.take(self.device)
+            clocks = window.shared.clocks(self.device)
             if self.counters and counters is None:
                 counters = TaskCounters(length=len(tasks))  # no task of this device in the run
             result = make_result(tasks, run_dir.name, counters if self.counters else None)
@@ -205,6 +211,7 @@ class Call:
             why = REMOVED_BY_CLEANUP_CALL if window.shared.cleanup_requested else REMOVED_BY_CLEANUP_TRUE
             yield Remove(run_dir, window.key.result_path, why)
         self.run.run_dir, self.run.run_id, self.run.result = run_dir, result.run_id, result
+        self.run.clocks = clocks
         if self.keep:
             self.profiler._keep_result(result)
         if self.keep and all(task.type in CONTROL_TASK_TYPES for task in result.tasks):
@@ -251,16 +258,18 @@ class Call:
                     export_timeout=profiler.export_timeout,
                     on_export=on_export,
                 )
+                clocks: dict[int | None, TaskClocks] = {}
                 if found.raw is not None:
                     box: list[object] = [found.raw]  # the raw tasks' only holder from here
-                    split = found.raw.device_tasks
+                    split = found.raw.split_by_device
                     del found
-                    tasks: dict[int | None, DeviceTasks] = yield Offload(split)
+                    tasks: dict[int | None, DeviceTasks]
+                    tasks, clocks = yield Offload(split)
                     del split
                     yield Release(box)  # freed in slices by the awaiting driver, not at once
                 else:
                     began = time.monotonic()
-                    tasks = yield Parse(found.files, counters)
+                    tasks = yield Parse(found.files, counters)  # (CSVs carry no clock)
                 rows = sum(len(v[0]) for v in tasks.values())
                 profiler._emit("parse_finished", window, time.monotonic() - began, rows)
             except AprofError as exc:
@@ -269,7 +278,7 @@ class Call:
                 shared.abandon()  # another consumer takes over
                 raise
             else:
-                shared.publish(tasks, None)
+                shared.publish(tasks, None, clocks)
             return
 
 

@@ -239,6 +239,7 @@ class Profiler(ProfilerBase):
         cleanup: bool = True,
         metrics: MetricsArg = AicoreMetrics.PIPE_UTILIZATION,
         profile_types: ProfileTypes | None = None,
+        drop_throttled: bool = False,
     ) -> BenchResult:
         """Measure ``fn()`` on *device_id*: median, its 95% interval, samples, outliers, kernels.
 
@@ -267,7 +268,12 @@ class Profiler(ProfilerBase):
         :param task_types: task types that count (default: AI Core types and ``AI_CPU``; add
             ``"N/A"`` for level-0 runs whose types could not be joined)
         :param cleanup: delete each window's raw run when it lives in the temporary root
+        :param drop_throttled: leave the calls that ran below the rated AI Core clock (info.json
+            ``aic_frequency``) out of the statistics; default False: they are flagged
+            (``BenchResult.clock``: each call's clock, the rated clock, the throttled calls, how
+            many were dropped and why)
         :raises AttributionError: when kernels cannot be attributed to calls
+        :raises ThrottledError: *drop_throttled* and every call ran below the rated clock
         """
         config = bench_config(
             warmup=warmup,
@@ -281,6 +287,7 @@ class Profiler(ProfilerBase):
             confidence=confidence,
             kernels=kernels,
             task_types=task_types,
+            drop_throttled=drop_throttled,
         )
         return self._bench(fn, device_id, flush, config, cleanup, metrics, profile_types)
 
@@ -348,6 +355,7 @@ class Profiler(ProfilerBase):
         *,
         device_id: int | None = None,
         flush: Callable[[], object] | None = None,
+        drop_throttled: bool = False,
     ) -> float | list[float]:
         """triton's ``do_bench`` on device time: milliseconds, as triton returns them.
 
@@ -356,10 +364,11 @@ class Profiler(ProfilerBase):
         objects whose ``.grad`` is set to None before every repetition; *quantiles*: return
         these quantiles (one float for one) instead; *return_mode*: ``"min"``, ``"max"``,
         ``"mean"``, ``"median"`` or ``"all"`` (every sample). Calls are attributed to kernels as
-        :meth:`bench` does.
+        :meth:`bench` does; *drop_throttled*: as :meth:`bench`'s (the samples below the rated
+        AI Core clock are left out).
         """
         check_do_bench(return_mode, quantiles)
-        config = do_bench_config(warmup, rep)
+        config = do_bench_config(warmup, rep, drop_throttled)
         result = self._bench(fn, device_id, with_grads(flush, grad_to_none), config, True, None, None)
         return do_bench_value(result, quantiles, return_mode)
 

@@ -388,8 +388,12 @@ class SimControl:
         Every run it overlaps carries it in its clock records (``lpmInfoConv`` from CANN 9.0,
         ``lpmFreqConv`` before): a change to *mhz* at the dip's start (or the collection's) and
         back to the rated 1650 MHz at its end, as the real exporter's ``freq.db`` then shows; so
-        each kernel that starts inside it has ``aic_mhz`` *mhz*. Launched durations are kept as
-        launched (a slower clock does not stretch them).
+        each kernel that starts inside it has ``aic_mhz`` *mhz*. An AI Core kernel (not AI CPU)
+        launched while the dip is set and starting inside it runs slower: its duration is the
+        launched one x rated clock / *mhz* (its cycles, duration x clock, unchanged; so are its
+        simulated PMU cycles). Set the dip before the launches it should slow (an open end, then
+        narrowed once they are launched, keeps them inside it). On the 310B, whose runs record no
+        clock, a dip changes nothing.
 
         :raises ValueError: *mhz* outside 1..65535, or *end_ns* not after *start_ns*
         """

@@ -200,6 +200,7 @@ typedef struct task_rec {
     uint32_t block_dim;
     uint16_t stream;
     uint8_t kind;
+    uint32_t mhz; /* the AI Core clock at its start (0: the rated one) */
 } task_rec;
 
 typedef struct device_state {
@@ -972,7 +973,9 @@ static uint64_t pmu_counts(const char *spec, size_t len, const task_rec *r, int 
     double blocks = r->block_dim ? (double)r->block_dim : 1.0;
     double cores = vector && g_chip == CHIP_910B ? (double)chip->aiv_num : (double)chip->ai_core_num;
     double waves = ceil(blocks / cores);
-    double per_busy_us = (double)chip->aic_mhz * blocks / waves; /* cycles per us of total_time */
+    /* cycles per us of total_time at the clock it ran at (a dip's stretched duration then counts
+     * the cycles of the rated clock's) */
+    double per_busy_us = (double)(r->mhz ? r->mhz : chip->aic_mhz) * blocks / waves;
     char buf[512];
     if (spec == NULL || len >= sizeof buf) len = 0;
     memcpy(buf, spec != NULL ? spec : "", len);
@@ -1696,6 +1699,14 @@ EXPORT int aprofsim_set_jitter(double sigma, double outlier_rate, double outlier
     return 0;
 }
 
+/* The AI Core clock (MHz) a kernel of *kind* starting at *start_ns* runs at: the dip's inside the
+ * clock dip on a chip whose runs record the clock (910B), else the rated one. Caller holds g_mu. */
+static unsigned clock_at(uint64_t start_ns, int kind) {
+    int dipped = g_dip_mhz != 0 && g_chip == CHIP_910B && kind < KIND_AI_CPU && start_ns >= g_dip_start_ns &&
+                 start_ns < g_dip_end_ns;
+    return dipped ? g_dip_mhz : CHIPS[g_chip].aic_mhz;
+}
+
 static int launch_impl(uint32_t device, const char *name, const char *task_type, double duration_us,
                        uint32_t block_dim, uint32_t count, const char *tensor_info, const char *binary_name,
                        double sigma) {
@@ -1732,8 +1743,12 @@ static int launch_impl(uint32_t device, const char *name, const char *task_type,
     task_rec *out = d->recs + d->n;
     for (uint32_t i = 0; i < count; i++) {
         uint64_t dur = jittered_ns(duration_us, sigma);
+        unsigned mhz = clock_at(d->clock_ns, kind);
+        if (mhz != CHIPS[g_chip].aic_mhz) /* a slower clock stretches it: the same cycles take longer */
+            dur = (uint64_t)llround((double)dur * CHIPS[g_chip].aic_mhz / mhz);
         out[i].start_ns = d->clock_ns;
         out[i].dur_ns = dur;
+        out[i].mhz = mhz;
         out[i].task_id = d->next_task++;
         out[i].block_dim = block_dim;
         out[i].stream = KERNEL_STREAM;
@@ -1813,7 +1828,8 @@ EXPORT const char *aprofsim_get_chip(void) {
 }
 
 /* A dip of the AI Core clock to *mhz* from *start_ns* to *end_ns* (simulated wall-clock ns), as the
- * lpm clock records of the runs it overlaps show; mhz 0 clears it. Launched durations are kept. */
+ * lpm clock records of the runs it overlaps show; mhz 0 clears it. A kernel launched while it is
+ * set and starting inside it runs duration x rated / mhz (its cycles unchanged). */
 EXPORT int aprofsim_set_clock_dip(unsigned long long start_ns, unsigned long long end_ns, unsigned mhz) {
     if (mhz != 0 && end_ns <= start_ns) return -1;
     pthread_mutex_lock(&g_mu);

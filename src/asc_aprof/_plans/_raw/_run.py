@@ -1424,8 +1424,9 @@ def _result(
     if op_rows:
         if with_counters and not level0:
             for out in outputs:
-                if out.clocks.changes():
-                    # The exporter times each PMU record at the clock in effect at its end.
+                if out.clocks.changes() and out.dev.ffts:
+                    # The exporter times each PMU record at the clock in effect at its end (a
+                    # device without PMU data has no PMU time to get wrong).
                     raise DeclinedError(
                         DeclineReason.UNSUPPORTED,
                         f"{out.dev.folder}: level-1 PMU times under a clock other than info.json's",

@@ -10,6 +10,7 @@ import operator
 from collections.abc import Mapping, Sequence
 from typing import Final, NamedTuple
 
+from ..._model._clock import TaskClocks
 from ..._model._counters import TaskCounters
 from ..._model._errors import AprofError, InvalidArgumentError
 from ..._model._records import ProfilingTask, new_task
@@ -185,6 +186,9 @@ class ClockTable:
 #: A RawTask's ProfilingTask fields, in ProfilingTask's order (see :meth:`RawTask.task`).
 _PUBLIC_FIELDS: Final = operator.itemgetter(2, 4, 5, 7, 0)
 
+#: One device's tasks and, when read, their counters.
+DeviceShare = tuple[tuple[ProfilingTask, ...], TaskCounters | None]
+
 #: Records made per call by :meth:`RawResult.device_tasks` (a few milliseconds of C work).
 _DEVICE_SLICE: Final = 16384
 
@@ -248,7 +252,7 @@ class RawResult:
         # RawTask.task() of each, built without a Python frame: (task_id, name, type, duration, device)
         return list(map(new_task, map(_PUBLIC_FIELDS, picked)))
 
-    def device_tasks(self) -> dict[int | None, tuple[tuple[ProfilingTask, ...], TaskCounters | None]]:
+    def device_tasks(self) -> dict[int | None, DeviceShare]:
         """Per device (in order of appearance): its tasks and, when read, their counters.
 
         The records are :meth:`profiling_tasks`' (made in C where built: left out of the cyclic
@@ -269,8 +273,29 @@ class RawResult:
             for device, picked in indexes.items()
         }
 
+    def device_clocks(self) -> dict[int | None, TaskClocks]:
+        """Per device with clock data: :meth:`aic_mhz` of its tasks and its rated clock (info.json
+        ``aic_frequency``), aligned with :meth:`device_tasks`' tasks."""
+        clocks: dict[int | None, list[float]] = {}
+        for raw, mhz in zip(self.tasks, self.aic_mhz(), strict=True):
+            clocks.setdefault(raw.device, []).append(mhz)
+        return {
+            device: TaskClocks(tuple(mhz), _positive(self.clocks[device].rated_mhz))
+            for device, mhz in clocks.items()
+            if device is not None and device in self.clocks
+        }
+
+    def split_by_device(self) -> tuple[dict[int | None, DeviceShare], dict[int | None, TaskClocks]]:
+        """:meth:`device_tasks` and :meth:`device_clocks`, for the shared result of a window."""
+        return self.device_tasks(), self.device_clocks()
+
     def by_device(self) -> dict[int | None, tuple[ProfilingTask, ...]]:
         out: dict[int | None, list[ProfilingTask]] = {}
         for raw in self.tasks:
             out.setdefault(raw.device, []).append(raw.task())
         return {device: tuple(tasks) for device, tasks in out.items()}
+
+
+def _positive(mhz: float) -> float:
+    """*mhz* where it is a clock (> 0), else NaN (unknown)."""
+    return mhz if mhz > 0 else math.nan
