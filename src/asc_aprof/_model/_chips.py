@@ -104,7 +104,7 @@ CHIP_TABLE: Final[Mapping[str, ChipSpec]] = {
             None,
             None,
             "info.json of public runs on an Ascend 310B (ai_core_num=1, aiv_num=1, "
-            "aic_frequency=1250; github.com/wanghs/ascend samples, see reference/real_runs); no "
+            "aic_frequency=1250; github.com/hansheng1001/AscendCContest, see reference/real_runs); no "
             "public memory rate",
         ),
         ChipSpec(
