@@ -124,6 +124,7 @@ ALL_RUN = [b for b in ALL_BLOCKS if b.not_run is None]
 def masked(text: str) -> str:
     """A line with what differs between runs masked: numbers (with signs), run-name letters, spacing."""
     text = re.sub(r"[+-]?\d+(\.\d+)?", "0", text)
+    text = re.sub(r"-{2,}", "--", text)  # a table's rule: its widths follow the numbers above
     text = re.sub(r"(?<=0)[A-Z]{8,16}\b", "X", text)
     return " ".join(text.split())
 

@@ -367,11 +367,13 @@ class KernelChange:
     new_count: int
     metric: str = DURATION
     difference: float = 0.0
-    cycles_change_pct: float | None = None
-    cycles_ci_low_pct: float | None = None
-    cycles_ci_high_pct: float | None = None
-    base_aic_mhz: float | None = None
-    new_aic_mhz: float | None = None
+    # Not compared (as KernelStats.aic_mhz): a comparison of runs read natively equals that of
+    # their CSVs, which carry no clock.
+    cycles_change_pct: float | None = dataclasses.field(default=None, compare=False)
+    cycles_ci_low_pct: float | None = dataclasses.field(default=None, compare=False)
+    cycles_ci_high_pct: float | None = dataclasses.field(default=None, compare=False)
+    base_aic_mhz: float | None = dataclasses.field(default=None, compare=False)
+    new_aic_mhz: float | None = dataclasses.field(default=None, compare=False)
 
     def clock_explains(self, threshold_pct: float) -> bool:
         """Whether a change beyond *threshold_pct* in time is none in cycles: significantly more
