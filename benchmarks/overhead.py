@@ -245,9 +245,10 @@ def run(cfg: Config, data_dir: Path) -> Section:
         "calls (init, create_config, start, stop, destroy_config, finalize) made directly. "
         f"*start()/stop()*: the library's manual API, {n} cycles into one fresh result path. "
         f"*profile()*: the whole block with the default temporary root ({m} cycles): collection, "
-        "export (a `msprof.py` child process), parse, clean-up. Per cycle the time spent inside the "
-        "aclprof C calls, the kernel launch and the export (its `export_finished` progress event) is "
-        "measured and subtracted: what is left is the code around them (*own time*; for raw, the "
+        "the run read natively (a simulated run needs no `msprof.py` export; a run the raw reader "
+        "declines would be exported), clean-up. Per cycle the time spent inside the aclprof C calls, "
+        "the kernel launch and any export (its `export_finished` progress event) is measured and "
+        "subtracted: what is left is the code around them (*own time*; for raw, the "
         "ctypes wrapper). *Added* = own time - raw own time. The simulator's start/stop write files "
         "and vary by milliseconds on a busy disk, which is why they are subtracted per cycle."
     )

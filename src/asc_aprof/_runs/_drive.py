@@ -14,6 +14,7 @@ at every point. The drivers differ only in how they wait:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final, TypeVar
 
@@ -25,6 +26,7 @@ from .._cann._collector import DeviceTasks, remove_run_dir, timeout_error
 from .._cann._export import run_export, run_export_async
 from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
+from .._plans._raw._chunked import to_tuple
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
 from ._raw_files import decoding, read_run, read_run_async
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
@@ -133,31 +135,47 @@ async def _parse_async(step: Parse) -> dict[int | None, DeviceTasks]:
                 split.add(found)
                 await anyio.lowlevel.checkpoint()
         return split.per_device()
-    per_device: dict[int | None, list[ProfilingTask]] = {}
+    # Each batch's tasks of a device go in as one tuple: a run's tasks in one list would make every
+    # full pass of the collector touch each of them (a million untracked records in a tracked list
+    # still cost a memory read each: 13 ms measured), where a chunk tuple of untracked records is
+    # left out of the collector after its first pass.
+    per_device: dict[int | None, list[tuple[ProfilingTask, ...]]] = {}
     async with contextlib.aclosing(aiter_file_tasks(step.files)) as batches:
         async for batch in batches:
+            by_device: dict[int | None, list[ProfilingTask]] = {}
             for task in batch:
-                per_device.setdefault(task.device, []).append(task)
+                by_device.setdefault(task.device, []).append(task)
+            for device, tasks in by_device.items():
+                per_device.setdefault(device, []).append(tuple(tasks))
     return await freeze(per_device)
 
 
-async def freeze(per_device: dict[int | None, list[ProfilingTask]]) -> dict[int | None, DeviceTasks]:
-    """Turn the per-device lists into the tuples results share, releasing the lists in slices.
+def _joined(chunks: list[tuple[ProfilingTask, ...]]) -> tuple[ProfilingTask, ...]:
+    made = to_tuple([task for chunk in chunks for task in chunk])
+    chunks.clear()
+    return made
 
-    ``tuple(list)`` is one C call (about 16 ms per million tasks here); dropping a million-item
-    list at once is another ~10 ms, so that part is done in slices between checkpoints.
+
+async def freeze(
+    per_device: dict[int | None, list[tuple[ProfilingTask, ...]]],
+) -> dict[int | None, DeviceTasks]:
+    """Turn each device's chunks into the one tuple results share, emptying the lists.
+
+    ``tuple(list)`` of a million tasks is one C call that holds the GIL about 15 ms (measured: the
+    longest stall of an exported 1,000,000-task ``profile()``), so each tuple is made in a worker
+    thread by :func:`~asc_aprof._plans._raw._chunked.to_tuple`, which lets the GIL go every few
+    items (the event loop runs meanwhile). Cancelled: waits for the tuple in hand (tens of
+    milliseconds; the chunks are this call's own), then lets the rest go.
     """
     frozen: dict[int | None, DeviceTasks] = {}
-    for device, tasks in per_device.items():
-        frozen[device] = (tuple(tasks), None)
+    for device, chunks in per_device.items():
+        with anyio.CancelScope(shield=True):
+            made = await anyio.to_thread.run_sync(decoding, functools.partial(_joined, chunks))
+        frozen[device] = (made, None)
         await anyio.lowlevel.checkpoint()
-        while tasks:
-            del tasks[-_RELEASE_SLICE:]
-            await anyio.lowlevel.checkpoint()
     return frozen
 
 
-_RELEASE_SLICE: Final = 1 << 17
 #: records freed per checkpoint by :func:`release` (each frees a dozen objects or so)
 _FREE_SLICE: Final = 1 << 13
 
