@@ -42,63 +42,43 @@ class CallClock:
         self.cleanup = 0.0
         #: time reading runs natively (``read_run``, what replaces the export of a simulated run)
         self.read = 0.0
-        self._saved_read: Callable[..., object] | None = None
         self._saved: dict[str, Callable[..., object]] = {}
-        self._saved_remove: Callable[..., object] | None = None
-        self._patched: list[types.ModuleType] = []
-        self._patched_read: list[types.ModuleType] = []
+        #: (module, attribute, original) of every module function replaced by a timed one
+        self._patched: list[tuple[types.ModuleType, str, Callable[..., object]]] = []
 
     def __enter__(self) -> CallClock:
         for name in ACL_METHODS:
             original = getattr(MsprofInterface, name)
             self._saved[name] = original
             setattr(MsprofInterface, name, self._wrap(original))
-        remove = _collector.remove_run_dir
-
-        def timed_remove(run_dir: Path, root: Path, *args: str) -> object:
-            began = time.perf_counter()
-            try:
-                return remove(run_dir, root, *args)
-            finally:
-                self.cleanup += time.perf_counter() - began
-
-        # Every asc_aprof module that imported the function gets the timed one.
-        for module in list(sys.modules.values()):
-            if getattr(module, "__name__", "").startswith("asc_aprof") and (
-                getattr(module, "remove_run_dir", None) is remove
-            ):
-                self._patched.append(module)
-                setattr(module, "remove_run_dir", timed_remove)  # noqa: B010 - patching a module function
-        self._saved_remove = remove
-        read: Callable[..., object] = _raw_files.read_run
-
-        def timed_read(*args: object, **kwargs: object) -> object:
-            began = time.perf_counter()
-            try:
-                return read(*args, **kwargs)
-            finally:
-                self.read += time.perf_counter() - began
-
+        self._time_everywhere("remove_run_dir", _collector.remove_run_dir, "cleanup")
         # read_run_async calls the module's read_run in a worker thread; the drivers call theirs
-        for module in list(sys.modules.values()):
-            if (
-                getattr(module, "__name__", "").startswith("asc_aprof")
-                and getattr(module, "read_run", None) is read
-            ):
-                self._patched_read.append(module)
-                setattr(module, "read_run", timed_read)  # noqa: B010
-        self._saved_read = read
+        self._time_everywhere("read_run", _raw_files.read_run, "read")
         return self
+
+    def _time_everywhere(self, name: str, original: Callable[..., object], total: str) -> None:
+        """Every asc_aprof module that imported *original* as *name* gets a timed one, adding to
+        the attribute *total* of this clock."""
+
+        def timed(*args: object, **kwargs: object) -> object:
+            began = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                setattr(self, total, getattr(self, total) + time.perf_counter() - began)
+
+        for module in list(sys.modules.values()):
+            ours = getattr(module, "__name__", "").startswith("asc_aprof")
+            if ours and getattr(module, name, None) is original:
+                self._patched.append((module, name, original))
+                setattr(module, name, timed)
 
     def __exit__(self, *exc: object) -> None:
         for name, original in self._saved.items():
             setattr(MsprofInterface, name, original)
-        for module in self._patched:
-            setattr(module, "remove_run_dir", self._saved_remove)  # noqa: B010
+        for module, name, original in self._patched:
+            setattr(module, name, original)
         self._patched.clear()
-        for module in self._patched_read:
-            setattr(module, "read_run", self._saved_read)  # noqa: B010
-        self._patched_read.clear()
 
     def _wrap(self, original: Callable[..., object]) -> Callable[..., object]:
         @functools.wraps(original)
