@@ -23,7 +23,7 @@ from asc_aprof._plans._raw import Declined, DeclineReason, RawResult
 from asc_aprof._runs._raw_files import read_run
 
 from ..reference import needs_real_runs
-from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, prof_dirs
+from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, finish
 from .test_real_clock import exporter_clock, freq_db
 
 pytestmark = needs_real_runs
@@ -50,11 +50,8 @@ def collect(base: Path, cann: str, level: int, dip: bool) -> Path:
         time.sleep(0.001)
         if dip and group == 1:
             control.set_clock_dip(DIP_MHZ, start_ns=before, end_ns=time.time_ns())
-    assert acl.stop(cfg) == 0
-    assert acl.destroy(cfg) == 0
-    assert acl.finalize() == 0
+    prof = finish(acl, cfg, base)
     control.reset()
-    (prof,) = prof_dirs(base)
     return prof
 
 

@@ -31,7 +31,7 @@ from asc_aprof._plans._raw import RawResult
 from asc_aprof._runs._raw_files import read_run
 
 from ..reference import needs_real_runs
-from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, prof_dirs
+from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, finish, prof_dirs
 
 pytestmark = needs_real_runs
 
@@ -87,11 +87,8 @@ def collect(case: Case, base: Path, acl: Acl) -> Path:
                 counters=case.counters,
             )
             assert launched > 0
-    assert acl.stop(cfg) == 0
-    assert acl.destroy(cfg) == 0
-    assert acl.finalize() == 0
+    prof = finish(acl, cfg, base)
     control.reset()
-    (prof,) = prof_dirs(base)
     return prof
 
 

@@ -31,7 +31,7 @@ from asc_aprof._runs._raw_files import read_export_rows, read_run
 from asc_aprof.sim import _pmu
 
 from ..reference import REAL_RUNS, needs_real_runs
-from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, prof_dirs
+from ..sim._support import AICORE_METRICS, TASK_TIME, TASK_TIME_L0, Acl, finish
 
 pytestmark = needs_real_runs
 
@@ -113,11 +113,8 @@ def collect(case: Case, base: Path, acl: Acl) -> Path:
             sim.launch(
                 f"free_{index}", device=device, task_type=task_type, duration_us=7.0, block_dim=BLOCK_DIM
             )
-    assert acl.stop(cfg) == 0
-    assert acl.destroy(cfg) == 0
-    assert acl.finalize() == 0
+    prof = finish(acl, cfg, base)
     control.reset()
-    (prof,) = prof_dirs(base)
     return prof
 
 

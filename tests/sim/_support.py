@@ -125,6 +125,11 @@ def collect(
     assert acl.start(cfg) == 0
     for device in devices:
         assert sim.launch(name, device=device, **launch) > 0  # type: ignore[arg-type]
+    return finish(acl, cfg, base)
+
+
+def finish(acl: Acl, cfg: int | None, base: Path) -> Path:
+    """Stop the collection of *cfg*, destroy it and finalize; the one PROF dir under *base*."""
     assert acl.stop(cfg) == 0
     assert acl.destroy(cfg) == 0
     assert acl.finalize() == 0
