@@ -13,9 +13,8 @@ import datetime as _dt
 import math
 import socket
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from .._model._records import CONTROL_TASK_TYPES
 from .._plans._bench import BenchResult
@@ -81,15 +80,6 @@ def _entry(
     )
 
 
-def _clock_column(columns: TaskColumns) -> Sequence[float] | None:
-    # the AI Core clock of each task, where this version's columns carry one
-    clock: Any = getattr(columns, "aic_mhz", None)
-    if clock is None:
-        return None
-    values = clock() if callable(clock) else clock
-    return values  # type: ignore[no-any-return]
-
-
 def entries_from_columns(runs: Iterable[tuple[TaskColumns, str | None]]) -> tuple[KernelEntry, ...]:
     """One entry per (chip, task type, kernel) over *runs* (columns with their chip, None: unknown)."""
     groups: dict[tuple[str, str, str], tuple[list[float], list[float]]] = {}
@@ -98,7 +88,7 @@ def entries_from_columns(runs: Iterable[tuple[TaskColumns, str | None]]) -> tupl
         names, types = columns.names, columns.types
         durations = columns.durations()
         name_codes, type_codes = columns.name_codes(), columns.type_codes()
-        clocks = _clock_column(columns)
+        clocks = columns.aic_mhz()  # NaN where unknown (CSVs, runs without clock data)
         picked: dict[tuple[str, str, str], list[int]] = {}
         for index in range(len(durations)):
             task_type = types[type_codes[index]]
@@ -107,8 +97,7 @@ def entries_from_columns(runs: Iterable[tuple[TaskColumns, str | None]]) -> tupl
             key = (chip or UNKNOWN_CHIP, task_type, names[name_codes[index]])
             samples, clock_samples = groups.setdefault(key, ([], []))
             samples.append(float(durations[index]))
-            if clocks is not None:
-                clock_samples.append(float(clocks[index]))
+            clock_samples.append(float(clocks[index]))
             picked.setdefault(key, []).append(index)
         if columns.counters is not None:
             for key, indexes in picked.items():
