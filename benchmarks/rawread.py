@@ -522,13 +522,10 @@ def _stalls(section: Section, n: int, root: Path, run_id: str, work: Path) -> No
     if any(res["gc_longest"] > STALL_GOAL for res in results.values()):
         section.analysis.append(
             "The collector's full passes: CPython's cyclic GC walks every tracked object of the process "
-            "in one step on whichever thread triggers it (here the loop's, while it builds tasks). The "
-            "reader's own records are left out of it (built untracked in C), but the process holds some "
-            "28,000 tracked objects after importing anyio, the backend and the readers (functions, "
-            "dicts, tuples of the modules), and one full pass over them took 6-8 ms on this machine "
-            "(`gc.collect(2)` timed during an `iter_tasks()` loop, git 331f458). A program can leave its "
-            "import-time objects out of every later pass with `gc.freeze()` after its imports, which a "
-            "library must not do for it."
+            "in one step on whichever thread triggers it. Awaited reads freeze the objects older than "
+            "the read (`gc.freeze()`, thawed when the read ends: see docs/performance.md), so a full "
+            "pass during a read walks only what the read made; a pass longer than the goal above means "
+            "the read itself (or the consumer) keeps that many tracked objects alive."
         )
 
 

@@ -314,9 +314,9 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
             "Garbage collection: the parser's records are not tracked by the GC in this version, so "
             "a full collection walks only the process's other tracked objects (some 28,000 after "
             "importing anyio, the backend and the readers: 6-8 ms on this machine when it is quiet, "
-            "longer while the export child competes for the CPUs); "
-            f"{asy['gc']['gen2']} ran, the longest {fmt_ms(asy['gc']['gen2_max'])} on asyncio. A "
-            "program can leave its import-time objects out of them with `gc.freeze()`."
+            "longer while the export child competes for the CPUs), and awaited reads freeze those "
+            "older than the read while it runs (`gc.freeze()`, see docs/performance.md); "
+            f"{asy['gc']['gen2']} ran, the longest {fmt_ms(asy['gc']['gen2_max'])} on asyncio."
         )
     out += [
         "Hand-off (from `parse_finished` until `profile()` returns): `SharedResult.take` returns the "

@@ -9,6 +9,8 @@ in one piece). The longest gap between turns is reported in the test's propertie
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -111,3 +113,39 @@ async def test_store_result_and_open_run_give_the_loop_turns(
 
     _, turns = await _with_ticker(columns)
     assert turns > 0
+
+
+async def test_reads_keep_older_objects_out_of_full_collector_passes(raw_run: Path, toolkit: Toolkit) -> None:
+    """While a run is read, the objects older than the read are frozen (a full pass of the
+    collector would otherwise walk them all on the loop's thread), and thawed when it ends: after
+    the whole stream, after a stream closed early, after store_result, and after a cancelled read."""
+    assert gc.get_freeze_count() == 0
+    profiler = AsyncProfiler(raw_run.parent, toolkit=toolkit)
+    frozen_during: list[int] = []
+    async for _ in profiler.iter_tasks(raw_run.name):
+        if not frozen_during:
+            frozen_during.append(gc.get_freeze_count())
+    assert frozen_during[0] > 0
+    assert gc.get_freeze_count() == 0
+    async with contextlib.aclosing(profiler.iter_tasks(raw_run.name)) as tasks:
+        async for _ in tasks:
+            assert gc.get_freeze_count() > 0
+            break
+    assert gc.get_freeze_count() == 0
+    result = await profiler.store_result(raw_run.name)
+    assert len(result.tasks) == TASKS and gc.get_freeze_count() == 0
+    with anyio.move_on_after(0):
+        await profiler.store_result(raw_run.name)
+    assert gc.get_freeze_count() == 0
+
+
+async def test_a_programs_own_freeze_is_left_alone(raw_run: Path, toolkit: Toolkit) -> None:
+    gc.freeze()
+    try:
+        mine = gc.get_freeze_count()
+        result = await AsyncProfiler(raw_run.parent, toolkit=toolkit).store_result(raw_run.name)
+        assert len(result.tasks) == TASKS
+        # not thawed, nor grown by a freeze of the read's (frozen objects freed meanwhile leave it)
+        assert 0 < gc.get_freeze_count() <= mine
+    finally:
+        gc.unfreeze()

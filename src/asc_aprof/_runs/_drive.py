@@ -28,7 +28,7 @@ from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
 from .._plans._raw._chunked import to_tuple
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
-from ._raw_files import decoding, read_run, read_run_async
+from ._raw_files import decoding, read_run, read_run_async, reading
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
 
 T = TypeVar("T")
@@ -112,19 +112,22 @@ async def drive_async(
     """Run a plan to its end, awaiting; exceptions of a step are thrown back into it.
 
     *perform* awaits one step (default: :func:`perform_async` with *limiter*), as for :func:`drive`.
+    While it runs, the objects older than the plan stay out of the collector's full passes
+    (:data:`~asc_aprof._runs._raw_files.reading`), which the loop would wait out whole.
     """
     outcome: Any = None
     failure: BaseException | None = None
-    while True:
-        try:
-            step = steps.send(outcome) if failure is None else steps.throw(failure)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        outcome, failure = None, None
-        try:
-            outcome = await (perform(step) if perform is not None else perform_async(step, limiter))
-        except BaseException as exc:
-            failure = exc
+    with reading():
+        while True:
+            try:
+                step = steps.send(outcome) if failure is None else steps.throw(failure)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            outcome, failure = None, None
+            try:
+                outcome = await (perform(step) if perform is not None else perform_async(step, limiter))
+            except BaseException as exc:
+                failure = exc
 
 
 async def _parse_async(step: Parse) -> dict[int | None, DeviceTasks]:

@@ -64,6 +64,7 @@ from ._csv import (
 )
 from ._drive import drive, drive_async, perform_async, release
 from ._info import RunInfo, RunSource, Skipped, read_info
+from ._raw_files import reading
 from ._steps import Export, Offload, ReadRaw, Steps
 from ._timeline import Timeline, csv_timeline, raw_timeline
 
@@ -381,22 +382,23 @@ class AsyncRun(_RunBase):
 
     async def batches(self, *, counters: bool = False) -> AsyncGenerator[TaskBatch, None]:
         """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""
-        found = await self.obtain(counters=counters)
-        if found.raw is not None:
-            box: list[object] = [found.raw]  # its only holder once the batches are made
-            slices = _raw_batches(found.raw, ASYNC_TASK_SLICE)
-            del found
-            try:
-                for batch in slices:
+        with reading():  # older objects out of full passes until the last batch (see drive_async)
+            found = await self.obtain(counters=counters)
+            if found.raw is not None:
+                box: list[object] = [found.raw]  # its only holder once the batches are made
+                slices = _raw_batches(found.raw, ASYNC_TASK_SLICE)
+                del found
+                try:
+                    for batch in slices:
+                        yield batch
+                        await anyio.lowlevel.checkpoint()
+                finally:
+                    del slices
+                await release(box)  # a whole run freed at once would hold the loop
+                return
+            async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
+                async for batch in batches:
                     yield batch
-                    await anyio.lowlevel.checkpoint()
-            finally:
-                del slices
-            await release(box)  # a whole run freed at once would hold the loop
-            return
-        async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
-            async for batch in batches:
-                yield batch
 
     async def tasks(self) -> AsyncGenerator[ProfilingTask, None]:
         """As :meth:`Run.tasks`: pull-based, the consumer's pace sets the reading pace."""
