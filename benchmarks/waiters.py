@@ -12,6 +12,7 @@ then sleeps until every worker is blocked; peak RSS growth and the cases started
 
 from __future__ import annotations
 
+import os
 import resource
 import threading
 from typing import Any
@@ -20,6 +21,7 @@ import anyio
 
 from asc_aprof import AsyncProfiler, sim
 from asc_aprof._cann._collector import get_collector
+from asc_aprof._profilers._async import default_max_pending
 
 from ._common import Config, Section, Table, Target, fmt_mb, run_child
 
@@ -137,7 +139,8 @@ def run(cfg: Config) -> Section:
     for max_pending in ("default", "4"):
         r = run_child("waiters", ["sweep", max_pending])
         rows.append([max_pending, str(r["started"]), fmt_mb(r["peak_growth"])])
-        bound = (8 if max_pending == "default" else 4) + 1  # + the item the consumer read
+        default = default_max_pending(4, anyio.CapacityLimiter(os.cpu_count() or 1))
+        bound = (default if max_pending == "default" else 4) + 1  # + the item the consumer read
         section.targets.append(
             Target(
                 f"sweep cases started with an idle consumer (max_pending={max_pending})",
@@ -150,8 +153,9 @@ def run(cfg: Config) -> Section:
         Table("Sweep, consumer reads one item", ["max_pending", "cases started", "peak RSS growth"], rows)
     )
     section.notes.append(
-        "`max_pending` defaults to twice the number of devices (8 here): cases started and not yet "
-        "received; each holds at most one result."
+        "`max_pending` defaults to devices x (export limit + 2) "
+        f"({default_max_pending(4, anyio.CapacityLimiter(os.cpu_count() or 1))} here: 4 devices, the export "
+        "limit is the CPU count): cases started and not yet received; each holds at most one result."
     )
     return section
 

@@ -75,11 +75,14 @@ async def test_sweep_with_plain_function_and_early_break(toolkit: Toolkit) -> No
             break
 
 
-@pytest.mark.parametrize(("max_pending", "limit"), [(None, 4), (1, 1), (3, 3)])
+@pytest.mark.parametrize(
+    ("max_pending", "export_limit", "limit"), [(None, 1, 6), (None, 3, 10), (1, None, 1), (3, None, 3)]
+)
 async def test_sweep_starts_at_most_max_pending_cases_ahead_of_its_consumer(
-    toolkit: Toolkit, simctl: SimControl, max_pending: int | None, limit: int
+    toolkit: Toolkit, simctl: SimControl, max_pending: int | None, export_limit: int | None, limit: int
 ) -> None:
-    """A consumer that reads one item and waits holds the sweep to *limit* (default 2 x devices) more."""
+    """A consumer that reads one item and waits holds the sweep to *limit* more (default:
+    devices x (export_limit + 2))."""
     started = received = parsed = 0
     ahead: list[int] = []  # started - received, at every start of a case
     all_parsed = anyio.Event()
@@ -101,7 +104,9 @@ async def test_sweep_starts_at_most_max_pending_cases_ahead_of_its_consumer(
     cases = 2 * limit + 3
     names: list[str] = []
     with anyio.fail_after(60):
-        async with profiler.sweep(range(cases), run, devices=[0, 1], max_pending=max_pending) as items:
+        async with profiler.sweep(
+            range(cases), run, devices=[0, 1], max_pending=max_pending, export_limit=export_limit
+        ) as items:
             first = await items.receive()
             received += 1
             # the consumer waits: once what was started is parsed and handed over, nothing runs
@@ -216,6 +221,32 @@ async def test_one_cancelled_caller_does_not_disturb_the_window(toolkit: Toolkit
         result = results[device].result
         assert result is not None and [t.name for t in result.tasks] == ["good", "good"]
     assert live_processes_with(HANG_MARKER) == []
+
+
+async def test_a_sweep_runs_as_many_exports_at_once_as_its_export_limit(simctl: SimControl) -> None:
+    """Regression: the default max_pending (twice the devices) held a sweep to 2 windows in
+    flight, so at most 2 exports ran at once whatever export_limit said."""
+    running = most = 0
+
+    def progress(event: ProgressEvent) -> None:
+        nonlocal running, most
+        if event.kind == "export_started":
+            running += 1
+            most = max(most, running)
+        elif event.kind == "export_finished":
+            running -= 1
+
+    toolkit = sim.toolkit(export_latency=0.5)
+    profiler = AsyncProfiler(toolkit=toolkit, reader="msprof", progress=progress)
+
+    def run(case: int, device: int) -> None:
+        sim.launch(f"case{case}", device=device)
+
+    with anyio.fail_after(120):
+        async with profiler.sweep(range(12), run, devices=[0, 1], export_limit=3) as items:
+            got = [item async for item in items]
+    assert all(item.error is None for item in got) and len(got) == 12
+    assert most == 3, f"{most} exports ran at once with export_limit=3"
 
 
 async def test_sweep_with_many_windows_in_flight_does_not_starve_its_exports(simctl: SimControl) -> None:

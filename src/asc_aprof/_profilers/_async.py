@@ -27,7 +27,7 @@ import time
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Generic, Literal, TypeVar, cast, overload
+from typing import Any, Final, Generic, Literal, TypeVar, cast, overload
 
 import anyio
 import anyio.abc
@@ -241,6 +241,22 @@ def _ranges(numbers: Sequence[int]) -> str:
         else:
             spans.append([n, n])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+#: Export slots counted by the default ``max_pending`` of a sweep (beyond: the memory it allows grows)
+_PENDING_EXPORTS_MAX: Final = 16
+
+
+def default_max_pending(devices: int, limiter: anyio.CapacityLimiter) -> int:
+    """A sweep's default ``max_pending``: a window of *devices* cases for every export the limiter
+    lets run at once (up to :data:`_PENDING_EXPORTS_MAX`), one collecting and one being received.
+
+    Each window holds one case per device until its results are received, so with fewer places
+    the sweep stops starting windows while the limiter still has room (twice the devices, the
+    default before, let at most 2 exports run at once whatever the limit)."""
+    tokens = limiter.total_tokens
+    exports = _PENDING_EXPORTS_MAX if tokens >= _PENDING_EXPORTS_MAX else max(1, int(tokens))
+    return devices * (exports + 2)
 
 
 class AsyncProfiler(ProfilerBase):
@@ -708,10 +724,12 @@ class AsyncProfiler(ProfilerBase):
         profile (items carry ``.bench``; ``flush(device)``, if given, runs before every
         repetition); the benchmarks of different devices share collection windows.
 
-        Backpressure: at most *max_pending* cases (default: twice the number of devices) are
-        started and not yet received by the consumer; a worker waits for a free place before it
-        starts the next case. So a consumer that stops reading holds the sweep to that many
-        results in memory.
+        Backpressure: at most *max_pending* cases are started and not yet received by the
+        consumer; a worker waits for a free place before it starts the next case. So a consumer
+        that stops reading holds the sweep to that many results in memory. The default,
+        ``len(devices) * (export_limit + 2)`` (the limit counted up to 16), leaves room for a
+        window on every device per export the limiter lets run, one collecting and one being
+        received: a smaller one would cap the exports running at once below *export_limit*.
 
         A failing case never raises out of the sweep: its item carries ``error`` and the other
         cases go on. Leaving the block early (``break``) or cancelling cancels the remaining
@@ -719,13 +737,16 @@ class AsyncProfiler(ProfilerBase):
         of unfinished runs is kept. Cancelled while the devices are checked: nothing ran.
         """
         device_list = await self._sweep_devices(cases, devices, placement, metrics, profile_types)
-        pending_limit = 2 * len(device_list) if max_pending is None else int(max_pending)
-        if pending_limit < 1:
-            raise UsageError(f"max_pending must be >= 1, got max_pending={max_pending}")
         if isinstance(export_limit, anyio.CapacityLimiter):
             limiter = export_limit
         else:
             limiter = anyio.CapacityLimiter(export_limit or os.cpu_count() or 1)
+        if max_pending is None:
+            pending_limit = default_max_pending(len(device_list), limiter)
+        else:
+            pending_limit = int(max_pending)
+        if pending_limit < 1:
+            raise UsageError(f"max_pending must be >= 1, got max_pending={max_pending}")
         scheduler = _Scheduler(cases, placement, device_list, pending_limit)
         is_async = inspect.iscoroutinefunction(run)
         send, receive = anyio.create_memory_object_stream[SweepItem[CaseT]](pending_limit)

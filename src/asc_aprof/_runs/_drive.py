@@ -44,6 +44,8 @@ def perform(step: Step) -> Any:
         return read_run(step.run_dir, counters=step.counters)
     if isinstance(step, Export):
         with exporting(step.run_dir):
+            if step.started is not None:
+                step.started()
             return run_export(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         return gather(iter_file_batches(step.files, counters=step.counters), counters=step.counters)
@@ -89,6 +91,8 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():
+            if step.started is not None:
+                step.started()
             return await run_export_async(step.toolkit, step.run_dir, timeout=step.timeout)
     if isinstance(step, Parse):
         return await _parse_async(step)

@@ -181,17 +181,21 @@ def obtain(
     except ToolkitNotFoundError:
         skipped.append(Skipped(RunSource.EXPORT, "no CANN toolkit found"))
         raise RunUnreadable(run_dir, skipped) from None
-    began = time.monotonic()
-    if on_export is not None:
-        on_export(False, 0.0)
+    began = [time.monotonic()]
+
+    def started() -> None:  # (told once the export has its places, not while it waits for them)
+        began[0] = time.monotonic()
+        if on_export is not None:
+            on_export(False, 0.0)
+
     try:
-        exported: list[CsvFile] = yield Export(kit, run_dir, export_timeout)
+        exported: list[CsvFile] = yield Export(kit, run_dir, export_timeout, started)
     except ExportError as exc:
         if not skipped:
             raise
         raise _with_reasons(exc, skipped) from exc
     if on_export is not None:
-        on_export(True, time.monotonic() - began)
+        on_export(True, time.monotonic() - began[0])
     return Obtained(RunSource.EXPORT, None, tuple(exported), tuple(skipped))
 
 

@@ -33,11 +33,15 @@ class Wait:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Export:
-    """Run ``msprof.py export summary`` on *run_dir*; the outcome is the CSV files to parse."""
+    """Run ``msprof.py export summary`` on *run_dir*; the outcome is the CSV files to parse.
+
+    *started*, if given, is called once the export holds its places (the run's export slot and a
+    limiter token), just before ``msprof.py`` starts: waiting for them is not exporting."""
 
     toolkit: Toolkit
     run_dir: Path
     timeout: float | None
+    started: Callable[[], None] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
