@@ -60,7 +60,7 @@ from ..._model._chips import rated_aic_mhz
 from ..._model._counters import TaskCounters
 from ._chunked import empty
 from ._decode import RawData
-from ._types import DeclinedError, DeclineReason
+from ._types import ClockTable, DeclinedError, DeclineReason
 
 NA: Final = "N/A"
 INVALID_CONTEXT: Final = 4294967295
@@ -717,6 +717,8 @@ class PmuLayout:
     na_columns: frozenset[int]
     #: the collection was verified by the real exporter (:func:`verified_collection`)
     verified: bool = False
+    #: the device's clock rows: each record's total time is at the clock in effect at its end
+    clocks: ClockTable = dataclasses.field(default_factory=ClockTable, compare=False)
     #: the zero side of a 910B row, by (side, type of its total time: 0 or 0.0)
     _zero: dict[tuple[int, type], list[float]] = dataclasses.field(default_factory=dict, compare=False)
 
@@ -864,9 +866,17 @@ class PmuLayout:
             raise _misaligned(record)
         return [time, cycles, *values]
 
+    def record_hz(self, record: PmuRecord) -> int:
+        """The AI Core clock (Hz) the exporter times *record* at: the clock row in effect at the
+        record's end (``FftsPmuCalculator._get_current_freq``), info.json's before the first row
+        or without usable rows (none, or one at 0 MHz). Counts and bandwidths keep info.json's."""
+        if self.clocks.usable:
+            return int(self.clocks.mhz_at(record.end) * 1000000)
+        return int(self.aic_hz)
+
     def table_row(self, record: PmuRecord, block_num: int, mix_block_num: int) -> list[float]:
         """The metric-summary row the exporter inserts for *record* (the table's columns)."""
-        hz = int(self.aic_hz)
+        hz = self.record_hz(record)
         if self.chip == CHIP_910B:
             # The side the record is not for gets zero counts (the same values for every record).
             own = 0 if record.is_aic else 1
@@ -1156,6 +1166,7 @@ def device_cells(
     flips: Iterable[tuple[int, int]],
     all_export: bool,
     verified_only: bool,
+    clocks: ClockTable | None = None,
 ) -> PmuTable:
     """One device's PMU cells for its *rows* op_summary rows (no context record: no column).
 
@@ -1166,6 +1177,9 @@ def device_cells(
     *verified_only*: decline collections not verified (on real runs or on generated data, see
     :func:`verified_collection`; the raw reader), else compute every group the exporter maps and
     give no column where its code writes none (a CSV writer).
+
+    *clocks*: the device's clock rows (:class:`ClockTable`; each record's total time at the
+    clock of its end).
 
     :raises DeclinedError: what is not modelled (with *verified_only*: not verified)
     """
@@ -1191,6 +1205,8 @@ def device_cells(
         # What the exporter does: verified for a group whose table never lines up (MemoryAccess
         # on the 910B), from its code for the others (a CSV writer's export).
         return no_cells
+    if clocks is not None:
+        layout = dataclasses.replace(layout, clocks=clocks)
     if verified_only and not layout.verified:
         raise DeclinedError(
             DeclineReason.UNSUPPORTED,

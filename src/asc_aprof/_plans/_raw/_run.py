@@ -1137,6 +1137,7 @@ def _device_pmu(out: _Device, files: Mapping[str, RawData], *, verified_only: bo
         flips=((f.stream_id, f.counter) for f in source.flips),
         all_export=source.all_export,
         verified_only=verified_only,
+        clocks=out.clocks,
     )
 
 
@@ -1422,15 +1423,6 @@ def _result(
         task_time = to_tuple([t for rows in per_device for t in rows])
         empty(*per_device)
     if op_rows:
-        if with_counters and not level0:
-            for out in outputs:
-                if out.clocks.changes() and out.dev.ffts:
-                    # The exporter times each PMU record at the clock in effect at its end (a
-                    # device without PMU data has no PMU time to get wrong).
-                    raise DeclinedError(
-                        DeclineReason.UNSUPPORTED,
-                        f"{out.dev.folder}: level-1 PMU times under a clock other than info.json's",
-                    )
         counters = _counters(outputs, files) if with_counters else None
         return RawResult(
             to_tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters, _clocks(outputs)
