@@ -24,6 +24,7 @@ import anyio.to_thread
 
 from .._cann._collector import DeviceTasks, remove_run_dir, timeout_error
 from .._cann._export import run_export, run_export_async
+from .._cann._files import check_tree
 from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
 from .._plans._raw._chunked import to_tuple
@@ -41,6 +42,8 @@ def perform(step: Step) -> Any:
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
+        if step.checked:
+            check_tree(step.run_dir)
         return read_run(step.run_dir, counters=step.counters)
     if isinstance(step, Export):
         with exporting(step.run_dir):
@@ -87,7 +90,7 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
-        return await read_run_async(step.run_dir, counters=step.counters)
+        return await read_run_async(step.run_dir, counters=step.counters, checked=step.checked)
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():

@@ -16,7 +16,7 @@ from typing import Final, TypeVar, cast
 
 import anyio.to_thread
 
-from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder
+from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder, check_tree
 from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
 from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
 from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
@@ -288,14 +288,23 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
         return exc.declined
 
 
-async def read_run_async(run_dir: str | os.PathLike[str], *, counters: bool = False) -> RawResult | Declined:
-    """:func:`read_run` in a worker thread, so the event loop never waits on it.
+async def read_run_async(
+    run_dir: str | os.PathLike[str], *, counters: bool = False, checked: bool = False
+) -> RawResult | Declined:
+    """:func:`read_run` in a worker thread, so the event loop never waits on it; with *checked*,
+    :func:`~asc_aprof._cann._files.check_tree` first, in the same thread.
 
     Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
     """
     return await anyio.to_thread.run_sync(
-        functools.partial(read_run, run_dir, counters=counters), abandon_on_cancel=True
+        functools.partial(_checked_read if checked else read_run, run_dir, counters=counters),
+        abandon_on_cancel=True,
     )
+
+
+def _checked_read(run_dir: str | os.PathLike[str], *, counters: bool) -> RawResult | Declined:
+    check_tree(Path(run_dir))  # (raises RunFileError: refused, as read_run refuses it)
+    return read_run(run_dir, counters=counters)
 
 
 def raw_or_fallback(reader: Reader, outcome: RawResult | Declined, run_dir: object) -> RawResult | None:

@@ -160,10 +160,11 @@ def obtain(
     """
     # The one rule, before any source: no link and no special file anywhere below the run (a
     # source that does not read it now, a later export would write through it).
-    yield Offload(functools.partial(check_tree, run_dir))
     skipped: list[Skipped] = []
-    if reader is not Reader.MSPROF:
-        outcome: RawResult | Declined = yield ReadRaw(run_dir, counters)
+    if reader is Reader.MSPROF:
+        yield Offload(functools.partial(check_tree, run_dir))
+    else:
+        outcome: RawResult | Declined = yield ReadRaw(run_dir, counters, checked=True)
         if isinstance(outcome, RawResult):
             return Obtained(RunSource.RAW, outcome, (), ())
         if reader is Reader.RAW:

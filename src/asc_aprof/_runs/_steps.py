@@ -56,10 +56,13 @@ class Parse:
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReadRaw:
     """Read *run_dir*'s raw ``PROF_*`` data natively (with the PMU *counters*); the outcome is a
-    RawResult or a Declined."""
+    RawResult or a Declined. With *checked*, the run's tree is checked first, in the same worker
+    thread (:func:`~asc_aprof._cann._files.check_tree`: a link or special file raises), which saves
+    the loop a thread round trip per read."""
 
     run_dir: Path
     counters: bool = False
+    checked: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
