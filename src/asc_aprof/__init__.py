@@ -49,6 +49,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each n
     from ._model._errors import ParseError as ParseError
     from ._model._errors import ToolkitNotFoundError as ToolkitNotFoundError
     from ._model._errors import UsageError as UsageError
+    from ._model._join import Level0Join as Level0Join
     from ._model._progress import ProgressEvent as ProgressEvent
     from ._model._records import ProfilingResult as ProfilingResult
     from ._model._records import ProfilingTask as ProfilingTask
@@ -146,6 +147,7 @@ _WHERE: dict[str, str] = {
     "TaskParser": "._plans._parser",
     "Profiler": "._profilers._sync",
     "ProgressEvent": "._model._progress",
+    "Level0Join": "._model._join",
     "ProfilingResult": "._model._records",
     "ProfilingTask": "._model._records",
     "task_time_median": "._model._records",

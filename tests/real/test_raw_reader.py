@@ -127,12 +127,16 @@ def test_a_run_without_op_summary_gives_task_times_tasks(outcomes: dict[str, Raw
     assert [t.type for t in outcome.tasks] == ["DEVICE_RINGBUFFER_CONTROL"]
 
 
-def test_pypto_mix_tasks_keep_na_as_the_csv_join_does(outcomes: dict[str, RawResult | Declined]) -> None:
+def test_pypto_mix_tasks_take_their_type_by_the_nearest_start_as_the_csv_join_does(
+    outcomes: dict[str, RawResult | Declined],
+) -> None:
     for name in (n for n in RUNS if "_pypto_" in n):
         outcome = outcomes[name]
         assert isinstance(outcome, RawResult) and outcome.level0
-        types = {t.type for t in outcome.tasks}
-        assert "N/A" in types and "KERNEL_AICPU" in types, name
+        types = [t.type for t in outcome.tasks]
+        assert set(types) == {"KERNEL_MIX_AIC", "KERNEL_AICPU"}, name
+        join = outcome.level0_join
+        assert join is not None and join.nearest == types.count("KERNEL_MIX_AIC") and not join.unmatched
 
 
 @pytest.mark.parametrize("name", RUNS)

@@ -237,7 +237,7 @@ def test_parameter_order_matches(both: tuple[dict[str, Any], dict[str, Any]]) ->
             # asc-aprof adds an optional trailing ``device`` (docs/upstream.md)
             assert mine == [*theirs, "device"], qual
         elif qual == "ProfilingResult":
-            assert mine == [*theirs, "counters"], qual
+            assert mine == [*theirs, "counters", "level0_join"], qual
         else:
             assert mine[: len(theirs)] == theirs, (qual, theirs, mine)
 
@@ -247,7 +247,7 @@ def test_records_are_frozen_dataclasses(both: tuple[dict[str, Any], dict[str, An
     for key in ("task_asdict", "task_replace", "task_frozen"):
         assert ours[key] == upstream[key], key
     assert ours["task_fields"] == [*upstream["task_fields"], "device"]
-    assert ours["result_fields"] == [*upstream["result_fields"], "counters"]
+    assert ours["result_fields"] == [*upstream["result_fields"], "counters", "level0_join"]
 
 
 def test_profiler_attributes_and_empty_state(both: tuple[dict[str, Any], dict[str, Any]]) -> None:

@@ -12,6 +12,7 @@ from ._errors import InvalidArgumentError, NoSamplesError
 
 if TYPE_CHECKING:
     from ._counters import TaskCounters
+    from ._join import Level0Join
 
 #: Task types that run on AI Core / AI Vector units; only these count for medians.
 AICORE_TASK_TYPES: Final = frozenset(
@@ -47,6 +48,15 @@ CONTROL_TASK_TYPES: Final = frozenset(
         "PROFILING_DISABLE",
     }
 )
+
+
+def joinable(task_type: object) -> bool:
+    """Whether the level-0 join's tolerant step (:mod:`._join`) may give a row the type of a
+    task_time entry: a kernel's type, not ``N/A``, a control task's, or None (an entry of two
+    types)."""
+    return (
+        isinstance(task_type, str) and task_type != UNKNOWN_TASK_TYPE and task_type not in CONTROL_TASK_TYPES
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -120,12 +130,17 @@ class ProfilingResult:
         (``to_dict``, JSON reports) carry the instant in UTC; reading one gives local time again.
     :ivar counters: the tasks' PMU counters (:class:`~asc_aprof.TaskCounters`, aligned with
         ``tasks``) when they were asked for (``counters=True``), else None
+    :ivar level0_join: how a level-0 run's ``N/A`` types were joined from task_time
+        (:class:`~asc_aprof.Level0Join`: rows typed by exact start, by the nearest start, left
+        ``N/A``), for a result read from a run on disk (``store_result``, ``open_run``); None when
+        no join was made or the result was not read that way. Not compared, not in :meth:`to_dict`.
     """
 
     tasks: tuple[ProfilingTask, ...]
     run_id: str
     stored_at: _dt.datetime
     counters: TaskCounters | None = None
+    level0_join: Level0Join | None = dataclasses.field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """This result in the versioned JSON format (``RESULT_FORMAT``, ``version`` 2).
@@ -183,10 +198,13 @@ class ProfilingResult:
 
 
 def make_result(
-    tasks: Iterable[ProfilingTask], run_id: str, counters: TaskCounters | None = None
+    tasks: Iterable[ProfilingTask],
+    run_id: str,
+    counters: TaskCounters | None = None,
+    level0_join: Level0Join | None = None,
 ) -> ProfilingResult:
-    """A result of *tasks* (and their *counters*) parsed now."""
-    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(), counters)
+    """A result of *tasks* (and their *counters*) parsed now; *level0_join*: how its types were joined."""
+    return ProfilingResult(tuple(tasks), run_id, _dt.datetime.now(), counters, level0_join)
 
 
 def utc_text(when: _dt.datetime) -> str:

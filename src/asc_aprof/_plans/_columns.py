@@ -41,6 +41,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import Any, Final, Generic, NamedTuple, TypeVar
 
 from .._model._counters import CounterBuilder, TaskCounters
+from .._model._join import Level0Join
 from .._model._records import ProfilingResult, ProfilingTask, new_task
 
 #: The id column's value for a task whose id is ``N/A`` (ids are int64; this one is refused).
@@ -221,9 +222,12 @@ class TaskColumns:
 
     :ivar run_id: the ``PROF_*`` run the columns came from (None when built from tasks)
     :ivar stored_at: when they were parsed (naive local time, as ``ProfilingResult.stored_at``), or None
+    :ivar level0_join: how a level-0 run's types were joined from task_time, as
+        ``ProfilingResult.level0_join`` (None when no join was made or the columns were built from
+        tasks; not compared)
     """
 
-    __slots__ = ("_clock", "_cols", "_counters", "_length", "_tables", "run_id", "stored_at")
+    __slots__ = ("_clock", "_cols", "_counters", "_length", "_tables", "level0_join", "run_id", "stored_at")
 
     _cols: tuple[bytes | bytearray, ...]
     _tables: tuple[tuple[int | None, ...], tuple[str, ...], tuple[str, ...]]
@@ -232,6 +236,7 @@ class TaskColumns:
     _clock: bytes | None  # aic_mhz as doubles; None: no clock data (NaN throughout)
     run_id: str | None
     stored_at: _dt.datetime | None
+    level0_join: Level0Join | None
 
     def __init__(
         self,
@@ -261,6 +266,7 @@ class TaskColumns:
         run_id: str | None,
         stored_at: _dt.datetime | None,
         clock: bytes | None = None,
+        level0_join: Level0Join | None = None,
     ) -> TaskColumns:
         self = cls.__new__(cls)
         for name, value in (
@@ -271,14 +277,16 @@ class TaskColumns:
             ("_counters", counters),
             ("run_id", run_id),
             ("stored_at", stored_at),
+            ("level0_join", level0_join),
         ):
             object.__setattr__(self, name, value)
         return self
 
     @classmethod
     def from_result(cls, result: ProfilingResult) -> TaskColumns:
-        """The columns of a result (its tasks, counters, run id and time)."""
-        return cls(result.tasks, result.counters, run_id=result.run_id, stored_at=result.stored_at)
+        """The columns of a result (its tasks, counters, run id, time and level-0 join)."""
+        made = cls(result.tasks, result.counters, run_id=result.run_id, stored_at=result.stored_at)
+        return made.with_level0_join(result.level0_join) if result.level0_join is not None else made
 
     def with_aic_mhz(self, values: Sequence[float]) -> TaskColumns:
         """These columns with each task's AI Core clock (MHz, NaN where unknown; see :meth:`aic_mhz`)."""
@@ -286,7 +294,27 @@ class TaskColumns:
             raise ValueError(f"aic_mhz has {len(values)} values for {self._length} tasks")
         clock = None if all(math.isnan(v) for v in values) else array("d", values).tobytes()
         return TaskColumns._wrap(
-            self._cols, self._tables, self._length, self._counters, self.run_id, self.stored_at, clock
+            self._cols,
+            self._tables,
+            self._length,
+            self._counters,
+            self.run_id,
+            self.stored_at,
+            clock,
+            self.level0_join,
+        )
+
+    def with_level0_join(self, join: Level0Join | None) -> TaskColumns:
+        """These columns recording how their level-0 types were joined (see :attr:`level0_join`)."""
+        return TaskColumns._wrap(
+            self._cols,
+            self._tables,
+            self._length,
+            self._counters,
+            self.run_id,
+            self.stored_at,
+            self._clock,
+            join,
         )
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -393,7 +421,9 @@ class TaskColumns:
     def result(self) -> ProfilingResult:
         """These tasks as a :class:`ProfilingResult` (the tasks are built now)."""
         stored = self.stored_at or _dt.datetime.now()
-        return ProfilingResult(tuple(self.iter_tasks()), self.run_id or "", stored, self._counters)
+        return ProfilingResult(
+            tuple(self.iter_tasks()), self.run_id or "", stored, self._counters, self.level0_join
+        )
 
     # -- comparison -------------------------------------------------------------------------
     def _decoded(self, which: int) -> list[Any]:
@@ -433,6 +463,7 @@ class TaskColumns:
                 self.run_id,
                 self.stored_at,
                 self._clock,
+                self.level0_join,
             ),
         )
 

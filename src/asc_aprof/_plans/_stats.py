@@ -150,7 +150,14 @@ def _source(tasks: TaskSource, counters: TaskCounters | None) -> _Run:
         if len(counters) != len(tasks):
             raise InvalidArgumentError(f"counters has {len(counters)} rows for {len(tasks)} tasks")
         return TaskColumns._wrap(
-            tasks._cols, tasks._tables, len(tasks), counters, tasks.run_id, tasks.stored_at, tasks._clock
+            tasks._cols,
+            tasks._tables,
+            len(tasks),
+            counters,
+            tasks.run_id,
+            tasks.stored_at,
+            tasks._clock,
+            tasks.level0_join,
         )
     if isinstance(tasks, ProfilingResult):
         return tasks.tasks, counters if counters is not None else tasks.counters

@@ -12,11 +12,15 @@ Level-0 runs (task time level 0, ``ACL_PROF_TASK_TIME_L0``) write ``N/A`` in op_
 an op_summary file holds an ``N/A`` type, the reader drops that batch, reads the task_time files
 beside it into a map keyed by (device, stream id, task id, start time in ns), and reads the
 op_summary file again keeping its stream and start cells, so every task whose key is in the map
-gets its real type. Tasks with no match keep ``N/A`` (their type is never guessed from a name);
-:func:`~asc_aprof.task_time_median` counts them only when their kernel is named. Real exports
-make every row of a level-0 op_summary ``N/A``, so the first batch decides for the file; joined
-files are parsed by the pure-Python row loop (it keeps the extra cells), and the map holds one
-entry per task_time row.
+gets its real type. A task whose key is not in the map takes the type of the task_time row of
+its device, stream id and task id with the nearest start within
+:data:`~asc_aprof._model._join.NEAREST_START_BOUND_NS` that no task took yet (CANN's pure-Python
+export prints a MIX kernel's two starts about 1 µs apart; see :mod:`asc_aprof._model._join`).
+Tasks with no match keep ``N/A`` (their type is never guessed from a name);
+:func:`~asc_aprof.task_time_median` counts them only when their kernel is named.
+:attr:`RunReader.level0_join` counts the tasks of each kind. Real exports make every row of a
+level-0 op_summary ``N/A``, so the first batch decides for the file; joined files are parsed by
+the pure-Python row loop (it keeps the extra cells), and the map holds one entry per task_time row.
 
 Timed reads (``RunReader(files, timed=True)``, used by :mod:`asc_aprof._runs._timeline`) keep every
 task's stream and start cells, plus the columns ``extra(header)`` names, and hand them out in
@@ -61,8 +65,9 @@ from .._cann._files import Bound, open_in_run
 from .._cann._layout import CsvFile, find_summary_csvs, task_time_beside
 from .._model._counters import CounterBuilder, TaskCounters
 from .._model._errors import ParseError, UsageError
+from .._model._join import Level0Join, nearest_start
 from .._model._records import UNKNOWN_TASK_TYPE as UNKNOWN_TYPE
-from .._model._records import ProfilingTask, new_task, task_with_type
+from .._model._records import ProfilingTask, joinable, new_task, task_with_type
 from .._plans._columns import ColumnBatch, ColumnBuilder, Tables, TaskColumns
 from .._plans._parser import TaskParser
 from .._plans._raw import RawResult
@@ -90,6 +95,8 @@ START_COLUMNS: Final = {
 JOIN_KEEP: Final = (STREAM_COLUMNS, tuple(START_COLUMNS))
 
 JoinKey = tuple[int | None, str, int | None, int]
+#: A join key without its start: the tolerant step's key (device, stream id, task id).
+NearKey = tuple[int | None, str, int | None]
 #: The raw cells a timed read keeps per task: stream, start, then the extra columns.
 KeptCells = tuple[str | None, ...]
 #: One device's share of a run: its tasks, and their counters when they were asked for.
@@ -101,6 +108,12 @@ class TaskBatch(NamedTuple):
 
     tasks: list[ProfilingTask]
     counters: TaskCounters | None
+
+
+class _Taken(NamedTuple):
+    """A task_time entry a task took (its type): the tolerant step passes it by."""
+
+    type: str | None
 
 
 class _Phase(enum.Enum):
@@ -226,16 +239,21 @@ class RunReader:
         self._beside = task_time_beside(self._files)
         self._index = -1  # position in _files
         self._pending: list[tuple[_Phase, CsvFile]] = []
-        self._types: dict[JoinKey, str | None] | None = None
+        # task_time's type per key; an entry a task took holds a _Taken (one per type, cached)
+        self._types: dict[JoinKey, str | _Taken | None] | None = None
+        self._taken: dict[str | None, _Taken] = {}
+        self._near: dict[NearKey, list[int]] | None = None  # the tolerant step's index, made on first use
+        self._joined = False
         self._phase = _Phase.PLAIN
         self._file: CsvFile | None = None
         self._parser: TaskParser | None = None
         self._first_batch = True
         #: whether the current file wants more bytes
         self.reading = False
-        #: tasks whose type was taken from task_time / left ``N/A`` for want of a match
-        self.joined = 0
-        self.unjoined = 0
+        # level-0 tasks typed by an exact key / by the nearest start / left N/A
+        self._exact = 0
+        self._nearest = 0
+        self._unmatched = 0
         #: timed reads: the cells of each task the last :meth:`feed` returned, in order
         #: (stream, start, then the columns *extra* named, None where the header lacks one)
         self.kept: list[KeptCells] = []
@@ -395,18 +413,70 @@ class RunReader:
     def _resolve(
         self, parser: TaskParser, tasks: list[ProfilingTask], kept: list[KeptCells]
     ) -> list[ProfilingTask]:
-        types = self._types or {}
+        self._joined = True
+        types = self._types if self._types is not None else {}
         out: list[ProfilingTask] = []
         for task, key in zip(tasks, _join_keys(parser, tasks, kept), strict=True):
             if task.type == UNKNOWN_TYPE:
-                found = types.get(key) if key is not None else None
-                if found is not None and found != UNKNOWN_TYPE:
-                    task = task_with_type(task, found)
-                    self.joined += 1
+                if key is None:
+                    found = None
+                elif key in types:  # exact first; a key without one usable type stays N/A
+                    found = self._take_exact(types, key)
+                    self._exact += found is not None
                 else:
-                    self.unjoined += 1
+                    found = self._take_nearest(types, key)
+                    self._nearest += found is not None
+                if found is None:
+                    self._unmatched += 1
+                else:
+                    task = task_with_type(task, found)
             out.append(task)
         return out
+
+    def _take_exact(self, types: dict[JoinKey, str | _Taken | None], key: JoinKey) -> str | None:
+        """The type task_time has at *key*, None where it has no single one (the entry is taken)."""
+        value = types[key]
+        if isinstance(value, _Taken):
+            value = value.type  # rows with one key and start are one task: each gets its type
+        else:
+            types[key] = self._taken_of(value)
+        return value if value is not None and value != UNKNOWN_TYPE else None
+
+    def _take_nearest(self, types: dict[JoinKey, str | _Taken | None], key: JoinKey) -> str | None:
+        """The tolerant step (see :mod:`asc_aprof._model._join`): the type of the untaken task_time
+        row of *key*'s device, stream and task id nearest its start within the bound (taken now)."""
+        if self._near is None:
+            near: dict[NearKey, list[int]] = {}
+            for (device, stream, task_id, start), value in types.items():
+                if joinable(value):
+                    near.setdefault((device, stream, task_id), []).append(start)
+            for listed in near.values():
+                listed.sort()
+            self._near = near  # made once, on the first row without an exact match
+        device, stream, task_id, start = key
+        starts = self._near.get((device, stream, task_id))
+        if not starts:
+            return None
+        best = nearest_start(starts, start, lambda s: joinable(types[(device, stream, task_id, s)]))
+        if best is None:
+            return None
+        value = types[(device, stream, task_id, best)]
+        assert isinstance(value, str)
+        types[(device, stream, task_id, best)] = self._taken_of(value)
+        return value
+
+    def _taken_of(self, value: str | None) -> _Taken:
+        taken = self._taken.get(value)
+        if taken is None:
+            taken = self._taken[value] = _Taken(value)
+        return taken
+
+    @property
+    def level0_join(self) -> Level0Join | None:
+        """How the tasks read so far got their level-0 types (None: no join was made)."""
+        if not self._joined:
+            return None
+        return Level0Join(self._exact, self._nearest, self._unmatched)
 
 
 def _header_end(data: bytes) -> int:
@@ -442,7 +512,11 @@ def iter_file_tasks(files: Sequence[CsvFile]) -> Iterator[list[ProfilingTask]]:
 
 def iter_file_batches(files: Sequence[CsvFile], *, counters: bool = False) -> Iterator[TaskBatch]:
     """Batches of tasks (with their counters, when asked) from *files*, read in 1 MiB chunks."""
-    reader = RunReader(files, counters=counters)
+    yield from iter_reader_batches(RunReader(files, counters=counters))
+
+
+def iter_reader_batches(reader: RunReader) -> Iterator[TaskBatch]:
+    """:func:`iter_file_batches` of a reader the caller keeps (to read its :attr:`~RunReader.level0_join`)."""
     while (csv_file := reader.next_file()) is not None:
         with csv_file.open() as stream:
             while reader.reading:
@@ -467,7 +541,13 @@ async def aiter_file_batches(
     between them, so the loop never stalls for long; the consumer's pace sets the reading pace
     (at most one read chunk is held).
     """
-    reader = RunReader(files, counters=counters)
+    async with contextlib.aclosing(aiter_reader_batches(RunReader(files, counters=counters))) as batches:
+        async for batch in batches:
+            yield batch
+
+
+async def aiter_reader_batches(reader: RunReader) -> AsyncGenerator[TaskBatch, None]:
+    """:func:`aiter_file_batches` of a reader the caller keeps."""
     while (csv_file := reader.next_file()) is not None:
         async with await _aopen(csv_file) as stream:
             while reader.reading:
@@ -515,7 +595,7 @@ def read_file_columns(
     builder = ColumnBuilder(counters, reader.tables)
     for batch in _columns_of(reader):
         builder.add(batch)
-    return builder.build(run_id, _now())
+    return builder.build(run_id, _now()).with_level0_join(reader.level0_join)
 
 
 async def aread_file_columns(
@@ -541,7 +621,7 @@ async def aread_file_columns(
                     await anyio.lowlevel.checkpoint()
                     if not reader.reading:
                         break
-    return builder.build(run_id, _now())
+    return builder.build(run_id, _now()).with_level0_join(reader.level0_join)
 
 
 def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
@@ -549,7 +629,7 @@ def raw_columns(raw: RawResult, run_id: str | None = None) -> TaskColumns:
     when the raw reader read them)."""
     builder = ColumnBuilder(counters=raw.counters is not None)
     builder.add_tasks(raw.profiling_tasks(), raw.counters)
-    columns = builder.build(run_id, _now())
+    columns = builder.build(run_id, _now()).with_level0_join(raw.level0_join)
     return columns.with_aic_mhz(raw.aic_mhz()) if raw.clocks else columns
 
 

@@ -54,11 +54,14 @@ from .._plans._columns import TaskColumns
 from .._plans._raw import Declined, RawReadDeclined, RawResult, Reader
 from .._plans._raw._chunked import to_tuple
 from ._csv import (
+    RunReader,
     RunTasks,
     TaskBatch,
     aiter_file_batches,
+    aiter_reader_batches,
     aread_file_columns,
     iter_file_batches,
+    iter_reader_batches,
     raw_columns,
     read_file_columns,
 )
@@ -308,11 +311,13 @@ class Run(_RunBase):
         """
         found = self.obtain(counters=counters)
         if found.raw is not None:
-            return make_result(found.raw.profiling_tasks(), self.run_id, found.raw.counters)
+            raw = found.raw
+            return make_result(raw.profiling_tasks(), self.run_id, raw.counters, raw.level0_join)
         gathered = RunTasks(counters)
-        for batch in iter_file_batches(found.files, counters=counters):
+        reader = RunReader(found.files, counters=counters)
+        for batch in iter_reader_batches(reader):
             gathered.add(batch)
-        return make_result(gathered.tasks, self.run_id, gathered.counters())
+        return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
     def batches(self, *, counters: bool = False) -> Iterator[TaskBatch]:
         """The run's tasks in batches as they are read (with their counters when asked)."""
@@ -370,6 +375,7 @@ class AsyncRun(_RunBase):
             box: list[object] = [found.raw]
             public = found.raw.profiling_tasks
             run_counters = found.raw.counters
+            join = found.raw.level0_join
             del found
             total = len(box[0].tasks)  # type: ignore[attr-defined]
             # in slices (threads switch between the calls), then the tuple made in steps
@@ -378,12 +384,13 @@ class AsyncRun(_RunBase):
             )
             del public
             await release(box)
-            return make_result(tasks, self.run_id, run_counters)
+            return make_result(tasks, self.run_id, run_counters, join)
         gathered = RunTasks(counters)
-        async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
+        reader = RunReader(found.files, counters=counters)
+        async with contextlib.aclosing(aiter_reader_batches(reader)) as batches:
             async for batch in batches:
                 gathered.add(batch)
-        return make_result(gathered.tasks, self.run_id, gathered.counters())
+        return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
     async def batches(self, *, counters: bool = False) -> AsyncGenerator[TaskBatch, None]:
         """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""

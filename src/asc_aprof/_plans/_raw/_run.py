@@ -33,6 +33,8 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from ..._model._chips import rated_aic_mhz
 from ..._model._counters import TaskCounters
+from ..._model._join import NEAREST_START_BOUND_NS, Level0Join, nearest_start
+from ..._model._records import joinable
 from .._parser import CONTROL_TYPES
 from ._accel import active as _accelerated
 from ._chunked import empty, to_tuple
@@ -1016,26 +1018,28 @@ class _Device:
             self._types = types
         return self._types
 
-    def joined_type(self, row: _Row) -> str | None:
-        """The type the library's level-0 join gives an op_summary row, or None.
+    def joined_types(self, rows: Sequence[_Row]) -> tuple[list[str | None], int]:
+        """The type the library's level-0 join gives each op_summary row (None: it keeps ``N/A``),
+        and how many rows the tolerant step typed, as :class:`asc_aprof._runs._csv.RunReader` joins.
 
-        It looks the row up in task_time by (device, stream, task id, printed start), with a
-        key seen twice with different types counting as unknown. What is accepted has batch id
-        0 only, so the candidates are the listed tasks of the row's (stream, task); the row's own
-        device task prints the same start (same time, same arithmetic) and passes the same
-        start filter, others are printed and filtered here.
+        First the task_time row of the same (device, stream, task id, printed start), a key with
+        two types counting as unknown. What is accepted has batch id 0 only, so the candidates are
+        the listed tasks of the row's (stream, task); the row's own device task prints the same
+        start (same time, same arithmetic) and passes the same start filter, others are printed
+        and filtered here. Then, for a row whose key task_time lacks, the tolerant step of
+        :mod:`asc_aprof._model._join`, in row order as the CSV reader meets the rows: the nearest
+        start within the bound among the entries no earlier row took (exactly or by this step).
         """
-        return self.joined_types([row])[0]
-
-    def joined_types(self, rows: Iterable[_Row]) -> list[str | None]:
-        """:meth:`joined_type` of every row (the lookups done once)."""
         cells = self.task_time_cells()
         groups = self._groups()
         clock = self.clock
         out: list[str | None] = []
-        for row in rows:
+        hit = bytearray(len(rows))  # the row's key is in task_time
+        missed: list[int] = []
+        for index, row in enumerate(rows):
             a = row.ascend
             found: str | None = None
+            seen = False
             for b in groups.get((a[0], a[1], a[3]), ()):  # (stream, task, batch)
                 if b is not a:
                     start, start_ns = clock.printed(b.start)
@@ -1046,12 +1050,64 @@ class _Device:
                 ttype = cells[id(b)][1]
                 if ttype in CONTROL_TYPES:
                     continue
-                if found is not None and found != ttype:
+                if seen and found != ttype:
                     found = None
                     break
+                seen = True
                 found = ttype
-            out.append(found)
-        return out
+            out.append(found if found != NA else None)
+            if seen:
+                hit[index] = 1
+            else:
+                missed.append(index)
+        return out, self._nearest_types(rows, out, hit, missed) if missed else 0
+
+    def _nearest_types(
+        self, rows: Sequence[_Row], out: list[str | None], hit: bytearray, missed: list[int]
+    ) -> int:
+        """:meth:`joined_types`' tolerant step: fills *out* at the *missed* rows it types; how many."""
+        cells = self.task_time_cells()
+        groups = self._groups()
+        clock = self.clock
+        # dicts, not sets: emptied in steps at the end (see ._chunked)
+        wanted = {(rows[i].ascend[0], rows[i].ascend[1], rows[i].ascend[3]): None for i in missed}
+        first_exact: dict[tuple[int, int, int, int], int] = {}  # an entry's first exact row
+        for index, row in enumerate(rows):
+            a = row.ascend
+            if hit[index] and (a[0], a[1], a[3]) in wanted:
+                first_exact.setdefault((a[0], a[1], a[3], row.raw.start_ns), index)
+        taken: dict[tuple[int, int, int, int], None] = {}
+        typed = 0
+        for index in missed:
+            row = rows[index]
+            a = row.ascend
+            stream, task, batch, start = a[0], a[1], a[3], row.raw.start_ns
+            entries: dict[int, str | None] = {}  # printed start -> its one type (None: ambiguous)
+            for b in groups.get((stream, task, batch), ()):
+                text, start_ns = clock.printed(b.start)
+                if abs(start_ns - start) > NEAREST_START_BOUND_NS:
+                    continue
+                if not clock.kept(text, round(b.duration / 1000.0, 3)):
+                    continue
+                ttype = cells[id(b)][1]
+                if ttype in CONTROL_TYPES:
+                    continue
+                entries[start_ns] = ttype if entries.get(start_ns, ttype) == ttype else None
+            # an entry a row before this one took, by the nearest start or exactly, is not free
+            free = sorted(
+                at
+                for at, ttype in entries.items()
+                if joinable(ttype)
+                and (key := (stream, task, batch, at)) not in taken
+                and first_exact.get(key, index) >= index
+            )
+            best = nearest_start(free, start)
+            if best is not None:
+                taken[(stream, task, batch, best)] = None
+                out[index] = entries[best]
+                typed += 1
+        empty(wanted, first_exact, taken)
+        return typed
 
     def task_time_rows(self) -> list[RawTask]:
         """task_time: the listed tasks in printed-start order, filtered as exported."""
@@ -1424,8 +1480,9 @@ def _result(
         empty(*per_device)
     if op_rows:
         counters = _counters(outputs, files) if with_counters else None
+        rows, join = _join_level0(outputs)
         return RawResult(
-            to_tuple(_join_level0(outputs)), SOURCE_OP_SUMMARY, level0, task_time, counters, _clocks(outputs)
+            to_tuple(rows), SOURCE_OP_SUMMARY, level0, task_time, counters, _clocks(outputs), join
         )
     assert task_time is not None
     # A run in which no kernel ran: the reference exporter writes task_time only (its control
@@ -1519,10 +1576,11 @@ def _level(sample: Mapping[str, object]) -> str:
     return str(level if level else sample.get("prof_level"))
 
 
-def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
-    """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._runs._csv.RunReader` does.
+def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join | None]:
+    """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._runs._csv.RunReader`
+    does, and the counts it records (None: no join, the types are known).
 
-    See :meth:`_Device.joined_type`; the equality with the CSV path is tested on every real run.
+    See :meth:`_Device.joined_types`; the equality with the CSV path is tested on every real run.
     (Loops, not calls over whole lists such as ``any(a_list)``: the interpreter can switch
     threads between their steps, see :mod:`._chunked`.)
     """
@@ -1534,17 +1592,24 @@ def _join_level0(outputs: Sequence[_Device]) -> list[RawTask]:
     # A list of its final size, filled in place (a growing list copies itself as it grows).
     joined: list[Any] = [None] * rows
     at = 0
+    typed = nearest = 0
     for device in outputs:
         if not unknown:
             for row in device.op_rows:
                 joined[at] = row.raw
                 at += 1
             continue
-        for row, found in zip(device.op_rows, device.joined_types(device.op_rows), strict=True):
+        found_types, device_nearest = device.joined_types(device.op_rows)
+        nearest += device_nearest
+        for row, found in zip(device.op_rows, found_types, strict=True):
             raw = row.raw
-            # raw._replace(type=found), built in C (type is field 5)
-            joined[at] = (
-                _new(RawTask, (*raw[:5], found, *raw[6:])) if found is not None and found != NA else raw
-            )
+            if found is not None:
+                # raw._replace(type=found), built in C (type is field 5)
+                joined[at] = _new(RawTask, (*raw[:5], found, *raw[6:]))
+                typed += 1
+            else:
+                joined[at] = raw
             at += 1
-    return joined
+    if not unknown:
+        return joined, None
+    return joined, Level0Join(typed - nearest, nearest, rows - typed)

@@ -13,6 +13,7 @@ from typing import Final, NamedTuple
 from ..._model._clock import TaskClocks
 from ..._model._counters import TaskCounters
 from ..._model._errors import AprofError, InvalidArgumentError
+from ..._model._join import Level0Join
 from ..._model._records import ProfilingTask, new_task
 from ._accel import active as _accelerated
 
@@ -211,6 +212,8 @@ class RawResult:
         op_summary, aligned with :attr:`tasks` (no column where op_summary has none: task_time
         as the source, or a run without PMU records); else None
     :ivar clocks: each device's AI Core clock rows (devices with lpm files only; see ``._freq``)
+    :ivar level0_join: how the library's level-0 join typed op_summary's ``N/A`` rows, as the CSV
+        reader records it (None: no join, the types are op_summary's or the source is task_time)
     """
 
     tasks: tuple[RawTask, ...]
@@ -219,6 +222,7 @@ class RawResult:
     task_time: tuple[RawTask, ...] | None = None
     counters: TaskCounters | None = None
     clocks: Mapping[int, ClockTable] = dataclasses.field(default_factory=dict)
+    level0_join: Level0Join | None = None
 
     def aic_mhz(self) -> list[float]:
         """The AI Core clock (MHz) in effect at each task's start, aligned with :attr:`tasks`, as
