@@ -214,6 +214,7 @@ __all__ = (
     "GroupRun",
     "InvalidArgumentError",
     "KernelTime",
+    "Level0Join",
     "MsprofInterface",
     "NoSamplesError",
     "ParseError",
