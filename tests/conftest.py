@@ -36,6 +36,29 @@ def no_simulator_reason(exc: SimulatorBuildError) -> str:
     return NO_SIMULATOR.format(first=str(exc).splitlines()[0])
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Python processes the tests start cache their bytecode under the session's temporary folder.
+
+    The suite starts hundreds of Python processes (exports by the real and the simulated msprof.py,
+    the CLI, pytest in pytest). With ``PYTHONDONTWRITEBYTECODE`` set, or sources nobody may write
+    (the reference's msprof.py: 750 modules), each one compiled every module it imported again: about
+    a second of CPU per real export. ``PYTHONPYCACHEPREFIX`` keeps every ``.pyc`` out of the source
+    trees, which is what ``PYTHONDONTWRITEBYTECODE`` is for, so it is dropped for them. Set here, in
+    the pytest-xdist controller, before it starts its workers: they and their children inherit it.
+    An explicit ``PYTHONPYCACHEPREFIX`` is kept.
+    """
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    base = factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.environ["PYTHONPYCACHEPREFIX"] = str(shared / "pycache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     try:
