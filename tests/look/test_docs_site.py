@@ -27,8 +27,9 @@ from .browser_support import ARTIFACTS, REPO
 SITE = REPO / "build" / "site"
 
 
+@functools.cache
 def _build() -> Path:
-    """The built site: CI's, else built here into a fresh folder."""
+    """The built site: CI's, else built here into a fresh folder (once: both tests read the same)."""
     if os.environ.get("CI") == "true" and (SITE / "index.html").exists():
         return SITE
     try:

@@ -61,28 +61,37 @@ def exported(
 ) -> Iterator[dict[str, tuple[Path, str]]]:
     """Every real run, copied and exported once by ``Profiler.export()`` with the real msprof.py.
 
-    Once per test session, pytest-xdist workers included: the first worker to get here exports
-    into the session's shared temporary folder under a file lock; the others wait and read them.
+    Once per test session, pytest-xdist workers included, into the session's shared temporary
+    folder: each run has a lock file, and a worker exports (two at a time) the runs no other worker
+    has taken, then waits for the others' (and exports any whose worker died half-way). So workers
+    that need the exports at the same time share the work instead of one waiting for the other.
     """
     base = tmp_path_factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     into = shared / "real_exports"
+    into.mkdir(exist_ok=True)
     names = real_run_names()
-    with (shared / "real_exports.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (into / ".exported").exists():
-            shutil.rmtree(into, ignore_errors=True)  # (a worker that died half-way)
-            into.mkdir()
-            made = {name: copy_run(name, into) for name in names}
 
-            def export(name: str) -> None:
-                result_path, run_id = made[name]
+    def export(name: str, wait: bool) -> bool:
+        """Export *name* unless another worker holds it (False) or has exported it already."""
+        done = into / f"{name}.exported"
+        with (into / f"{name}.lock").open("w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            if not done.exists():
+                shutil.rmtree(into / name, ignore_errors=True)  # (a worker that died half-way)
+                result_path, run_id = copy_run(name, into)
                 Profiler(result_path, toolkit=real_toolkit, export_timeout=300).export(run_id, timeline=False)
+                done.touch()
+        return True
 
-            with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-                for future in [pool.submit(export, name) for name in names]:
-                    future.result()
-            (into / ".exported").touch()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        taken = list(pool.map(lambda name: export(name, wait=False), names))
+        others = [name for name, ok in zip(names, taken, strict=True) if not ok]
+        for future in [pool.submit(export, name, True) for name in others]:
+            future.result()
     runs = {}
     for name in names:
         result_path = into / name

@@ -199,7 +199,7 @@ def export_as_group(
         sample[key] = ",".join([*chosen, *old][:8])
     sample_path.chmod(0o640)
     sample_path.write_text(json.dumps(sample))
-    Profiler(result_path, toolkit=toolkit, export_timeout=300).export(run_id)
+    Profiler(result_path, toolkit=toolkit, export_timeout=300).export(run_id, timeline=False)
     (path,) = newest(output_of(result_path, run_id), "op_summary")
     with open(path, newline="", encoding="utf-8") as stream:
         header = next(csv.reader(stream))

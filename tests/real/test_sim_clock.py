@@ -71,7 +71,9 @@ def test_simulated_clock_equals_the_real_exporters_freq_db(
     assert all(f.is_file() for f in features) == (cann == "8.0")
     run = tmp_path / "real" / prof.name
     shutil.copytree(prof, run)
-    Profiler(run.parent, toolkit=real_toolkit, reader="msprof", export_timeout=300).export(run.name)
+    Profiler(run.parent, toolkit=real_toolkit, reader="msprof", export_timeout=300).export(
+        run.name, timeline=False
+    )
     outcome = read_run(run)
     assert isinstance(outcome, RawResult), outcome
     rows = freq_db(run, 0)

@@ -114,7 +114,9 @@ def exports(tmp_path_factory: pytest.TempPathFactory, real_toolkit: Toolkit) -> 
     sim_toolkit = sim.toolkit()
 
     def export(run: Path, toolkit: Toolkit) -> None:
-        Profiler(run.parent, toolkit=toolkit, reader="msprof", export_timeout=300).export(run.name)
+        Profiler(run.parent, toolkit=toolkit, reader="msprof", export_timeout=300).export(
+            run.name, timeline=False
+        )
 
     jobs = [(e.sim_run, sim_toolkit) for e in runs.values()] + [
         (e.real_run, real_toolkit) for e in runs.values()
@@ -189,7 +191,9 @@ def empty_exports(tmp_path_factory: pytest.TempPathFactory, real_toolkit: Toolki
         for side, toolkit in (("sim", sim.toolkit()), ("real", real_toolkit)):
             target = base / name / side / prof.name
             shutil.copytree(prof, target)
-            Profiler(target.parent, toolkit=toolkit, reader="msprof", export_timeout=300).export(target.name)
+            Profiler(target.parent, toolkit=toolkit, reader="msprof", export_timeout=300).export(
+                target.name, timeline=False
+            )
             copies.append(target)
         runs[name] = Exports(*copies)
     return runs
