@@ -111,7 +111,22 @@ def test_demo_interrupted_prints_the_finished_cases(tmp_path: Path) -> None:
     if not ENTRY_POINT.is_file():
         pytest.fail(f"the asc-aprof entry point is not installed beside {sys.executable}: pip install -e .")
     args = [str(ENTRY_POINT), "demo", "--devices", "1", "--cases", "500", "--repeats", "20"]
-    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    # Ctrl+C as a terminal delivers it: the child starts with SIGINT's default action, unblocked
+    # (an ignored or blocked signal is inherited across exec; something earlier in a full run's
+    # worker leaves SIGINT so, and the demo then rightly runs to its end).
+    def default_sigint() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    proc = subprocess.Popen(
+        args,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
     try:
         assert proc.stderr is not None
         seen = ""
