@@ -293,28 +293,16 @@ class TaskColumns:
         if len(values) != self._length:
             raise ValueError(f"aic_mhz has {len(values)} values for {self._length} tasks")
         clock = None if all(math.isnan(v) for v in values) else array("d", values).tobytes()
-        return TaskColumns._wrap(
-            self._cols,
-            self._tables,
-            self._length,
-            self._counters,
-            self.run_id,
-            self.stored_at,
-            clock,
-            self.level0_join,
-        )
+        return self._with(clock, self.level0_join)
 
     def with_level0_join(self, join: Level0Join | None) -> TaskColumns:
         """These columns recording how their level-0 types were joined (see :attr:`level0_join`)."""
+        return self._with(self._clock, join)
+
+    def _with(self, clock: bytes | None, join: Level0Join | None) -> TaskColumns:
+        """These columns (shared, not copied) with *clock* and *join* in place of their own."""
         return TaskColumns._wrap(
-            self._cols,
-            self._tables,
-            self._length,
-            self._counters,
-            self.run_id,
-            self.stored_at,
-            self._clock,
-            join,
+            self._cols, self._tables, self._length, self._counters, self.run_id, self.stored_at, clock, join
         )
 
     def __setattr__(self, name: str, value: object) -> None:
