@@ -1,7 +1,8 @@
 """What keeps an event loop running while the raw reader decodes in another thread: the switch
 interval pinned low while any decode runs (and restored after the last), big containers taken
 apart and made in steps (C and pure code alike), the public records built in slices, and big
-record files read into memory maps (read as bytes would be)."""
+record files read into memory maps (read as bytes would be) and, handed over, let go of once
+decoded."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import gc
 import mmap
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -246,6 +248,47 @@ def test_runs_read_from_memory_maps_read_as_from_bytes(accelerated: bool) -> Non
                 except DeclinedError as exc:
                     got.append(exc.declined)
             assert got[0] == got[1] and repr(got[0]) == repr(got[1]), name
+
+
+@pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
+@pytest.mark.parametrize("flags", [{}, {"with_task_time": True, "with_counters": True}])
+def test_files_handed_over_are_let_go_once_decoded(
+    accelerated: bool, monkeypatch: pytest.MonkeyPatch, flags: dict[str, bool]
+) -> None:
+    # Handed over (consume), the host files and the device task logs are freed before the
+    # rows are put together; the rest (the PMU records, read last) stays; the result is the
+    # same as when the caller keeps them.
+    alive: dict[str, bool] = {}
+    result = _run._result
+
+    def spy(*args: Any, **kwargs: Any) -> RawResult:
+        alive.update({rel: ref() is not None for rel, ref in refs.items()})
+        return result(*args, **kwargs)
+
+    monkeypatch.setattr(_run, "_result", spy)
+    decoded = 0
+    for name in real_run_names()[:6]:
+        (run_dir,) = (REAL_RUNS / name).glob("PROF_*")
+        plan, files = _driver._files(run_dir, mapped_min=1)
+        done = {p for ps in plan.host_data.values() for p in ps}
+        done |= {p for dev in plan.devices for p in (*dev.stars, *dev.ts_track)}
+        refs = {rel: weakref.ref(data) for rel, data in files.items() if isinstance(data, mmap.mmap)}
+        assert done & refs.keys() and refs.keys() - done, name
+        try:
+            kept: object = _run.decode_run(plan, dict(files), **flags)
+        except DeclinedError as exc:
+            kept = exc.declined
+        alive.clear()
+        try:
+            got: object = _run.decode_run(plan, files, consume=True, **flags)
+        except DeclinedError as exc:
+            got = exc.declined
+        assert got == kept and repr(got) == repr(kept), name
+        if isinstance(got, RawResult):
+            decoded += 1
+            assert alive == {rel: rel not in done for rel in refs}, name
+            assert files.keys() == set(plan.wanted) - done, name
+    assert decoded
 
 
 def test_joined_slices_go_into_a_map_from_a_size_on(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -264,7 +264,10 @@ def read_run(
         # read_run_async abandons) must not keep the collector off for the whole process.
         plan, files = _files(path, counters)
         with _decoding():
-            return decode_run(plan, files, with_task_time=with_task_time, with_counters=counters)
+            # (handed over: the decode drops each file it is done with)
+            return decode_run(
+                plan, files, with_task_time=with_task_time, with_counters=counters, consume=True
+            )
     except DeclinedError as exc:
         return exc.declined
     except RunFileError:
@@ -283,7 +286,7 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
     try:
         plan, files = _files(Path(run_dir), pmu)  # read before the pause, as in read_run
         with _decoding():
-            return export_rows(plan, files, pmu=pmu)
+            return export_rows(plan, files, pmu=pmu, consume=True)
     except DeclinedError as exc:
         return exc.declined
 

@@ -589,9 +589,13 @@ add(Ctx *c, Track *t, int32_t node)
                    PyTuple_GetItem(b->payload, 2));
 }
 
-/* _chain and _Tables.add_all of one thread's queue (its entry indexes, in the order added). */
+/* _chain of one thread's queue (its entry indexes, in the order added): appends to pairs (at
+ * *npairs) each task record's index and its node launch, in the order _Tables.add_all takes them.
+ * 0, or the code of the decline its tree meets (*npairs then as it was: the caller raises it
+ * once the earlier threads' tasks are added, as _Tables.add_all meets those first); no Python. */
 static int
-thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n, int32_t *pairs)
+thread_pairs(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n, int32_t *pairs,
+             Py_ssize_t *npairs_at)
 {
     RELEASED_IF(n > RELEASE_SECTION, merge_sort(order, tmp, n, entry_less, entries));
     int32_t levels[DEPTH_LIMIT + 2], nodes[DEPTH_LIMIT + 2];
@@ -601,7 +605,7 @@ thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n
     bounds[0] = 0;
     nodes[0] = -1;
     int32_t last_node = -1;
-    Py_ssize_t npairs = 0;
+    Py_ssize_t npairs = *npairs_at;
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_PLAIN);
         const Entry *e = entries + order[i];
@@ -637,12 +641,10 @@ thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n
             continue; /* nested ACL calls take no part in the tree */
         }
         if (e->level == NODE && parent == NODE) {
-            fail(c, F_NESTED_NODE, NULL);
-            return -1;
+            return F_NESTED_NODE;
         }
         if (depth > DEPTH_LIMIT) {
-            fail(c, F_TOO_DEEP, NULL);
-            return -1;
+            return F_TOO_DEEP;
         }
         if (e->level == NODE) {
             last_node = e->payload;
@@ -655,12 +657,7 @@ thread_tables(Ctx *c, Entry *entries, int32_t *order, int32_t *tmp, Py_ssize_t n
         bounds[depth] = e->bound;
         depth++;
     }
-    for (Py_ssize_t i = 0; i < npairs; i++) {
-        RELEASE_POINT(i, RELEASE_OBJECTS);
-        if (add(c, c->tracks + pairs[2 * i], pairs[2 * i + 1]) < 0) {
-            return -1;
-        }
-    }
+    *npairs_at = npairs;
     return 0;
 }
 
@@ -1043,12 +1040,29 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
         RELEASE_POINT(j, RELEASE_PLAIN);
         order[starts[entries[j].thread]++] = (int32_t)j;
     }
+    /* every thread's tree first (up to the first decline), then _Tables.add_all of each
+     * thread's pairs in turn (the same records, errors and order as tree and pairs thread by
+     * thread): the queues' arrays, near half this call's scratch memory, go before the records
+     * are made */
     at = 0;
-    for (Py_ssize_t g = 0; g < nthreads; g++) {
-        if (thread_tables(c, entries, order + at, tmp, counts[g], pairs) < 0) {
+    Py_ssize_t npairs = 0;
+    int declined = 0;
+    for (Py_ssize_t g = 0; g < nthreads && !declined; g++) {
+        declined = thread_pairs(c, entries, order + at, tmp, counts[g], pairs, &npairs);
+        at += counts[g];
+    }
+    FREE_RELEASED(entries, order, tmp);
+    entries = NULL;
+    order = tmp = NULL;
+    for (Py_ssize_t i = 0; i < npairs; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
+        if (add(c, c->tracks + pairs[2 * i], pairs[2 * i + 1]) < 0) {
             goto done;
         }
-        at += counts[g];
+    }
+    if (declined) {
+        fail(c, declined, NULL);
+        goto done;
     }
     rc = 0;
 done:

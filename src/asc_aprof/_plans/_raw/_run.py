@@ -60,7 +60,7 @@ from ._decode import (
     type_info_dic,
 )
 from ._freq import clock_table
-from ._host import NA, GeTask, HostRecords, HostTables, HostTask, host_tables
+from ._host import NA, GeTask, HostRecords, HostTask, host_tables
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
 from ._sqlite import check_storable
 from ._types import (
@@ -867,6 +867,10 @@ class _Row(NamedTuple):
     ascend: _Ascend
 
 
+#: The device task of every row of a device that kept its rows only (see keep_rows_only).
+_GONE: Final = _Ascend(-1, -1, -1, -1, -1.0, -1.0, UNKNOWN, UNKNOWN, 0, 0)
+
+
 class _Device:
     """One device's exported rows: op_summary at once, task_time when asked."""
 
@@ -892,6 +896,7 @@ class _Device:
         self.clocks = ClockTable()
         self._types: dict[int, tuple[str, str]] | None = None
         self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
+        self._rows_only = False  # see keep_rows_only
 
     @property
     def ge(self) -> dict[tuple[int, int, int, int], list[GeTask]]:
@@ -970,6 +975,19 @@ class _Device:
             append(_new(_Row, (raw, a)))
         return rows
 
+    def keep_rows_only(self) -> None:
+        """Where only op_summary's rows will be read (no task_time, no counters): lets go of all
+        else the device holds, so that the next device reuses its memory, unless the rows may
+        still need the level-0 join (a type ``N/A``; or no row at all: task_time stands in)."""
+        rows = self.op_rows
+        if not rows or any(row.raw.csv_type == NA for row in rows):
+            return
+        self._rows_only = True
+        empty(self.joined, self.ascend, self.host, self.ge_tasks, self._ge)  # (in steps: see ._chunked)
+        # the rows' device tasks too, a row at a time (a bytecode each: no big free at once)
+        for at, row in enumerate(rows):
+            rows[at] = _new(_Row, (row[0], _GONE))  # _Row(row.raw, _GONE), built in C
+
     def dispose(self) -> None:
         """Empties the big containers in steps (see :mod:`._chunked`); the device is unusable after."""
         empty(self.op_rows, self.joined, self.ascend, self.host, self.ge_tasks, self._ge)
@@ -979,6 +997,7 @@ class _Device:
         """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
         that a task with FFTS+ contexts above 0 is left out and of a MIX task (contexts "invalid"
         and 0) only context 0 is kept, as the exporter's task_time view does."""
+        assert not self._rows_only, "the device kept its op_summary rows only"
         if self._kept_groups is None:
             ran = [a for a in self.ascend if a.device_type != UNKNOWN]
             groups: dict[tuple[int, int, int], list[_Ascend]] = {}
@@ -997,6 +1016,7 @@ class _Device:
 
     def task_time_cells(self) -> dict[int, tuple[str, str]]:
         """Per listed device task (by identity): task_time's (kernel_name, kernel_type)."""
+        assert not self._rows_only, "the device kept its op_summary rows only"
         if self._types is None:
             ge_info = {k: v[-1] for k, v in self.ge.items()}
             names = {
@@ -1158,7 +1178,7 @@ class _PmuSource(NamedTuple):
 def _device_pmu(out: _Device, files: Mapping[str, RawData], *, verified_only: bool) -> PmuTable:
     """*out*'s PMU cells (see :func:`._pmu.device_cells`)."""
     dev, source = out.dev, out.pmu
-    assert source is not None
+    assert source is not None and not out._rows_only
     expanded = source.expanded
 
     def unpack(stream: int, task: int) -> tuple[int, int]:
@@ -1206,17 +1226,45 @@ def _counters(outputs: Sequence[_Device], files: Mapping[str, RawData]) -> TaskC
         empty(*(cells for _, cells in tables))  # (freed in steps: see ._chunked)
 
 
+#: ``release(paths)``: the decode is done with these files (see :func:`_releaser`)
+_Release = Callable[[Iterable[str]], None]
+
+
+def _kept(paths: Iterable[str]) -> None:
+    """The :data:`_Release` of files the caller keeps: nothing is taken out."""
+
+
+def _releaser(files: Mapping[str, RawData], consume: bool) -> _Release:
+    """What takes the data of files the decode is done with out of *files* (with *consume*; a
+    dict): the last reference to a file's data, its memory goes back then (a map's with the GIL
+    released), not only after the whole decode."""
+    if not consume:
+        return _kept
+    assert isinstance(files, dict)
+
+    def release(paths: Iterable[str]) -> None:
+        for path in paths:
+            files.pop(path, None)
+
+    return release
+
+
 def _device(
     dev: DevicePlan,
     files: Mapping[str, RawData],
-    tables: HostTables,
+    host: list[HostTask],
+    ge_tasks: list[GeTask],
     hashes: Mapping[str, str],
     *,
     expanded: bool,
     all_export: bool,
     level0: bool,
     check_info: Callable[[Mapping[str, object], str], None],
+    release: _Release = _kept,
+    lean: bool = False,
 ) -> _Device:
+    """*dev*'s rows, of its *host* and *ge_tasks* (its own lists: emptied with the device).
+    *lean*: only op_summary's rows will be read (see :meth:`_Device.keep_rows_only`)."""
     folder = dev.folder
     info = json_object(files[dev.info], f"{folder}/info.json")
     check_info(info, folder)
@@ -1232,6 +1280,7 @@ def _device(
     )
     clocks = _clock_table(dev, files, info, clock)
     device_tasks, subtasks = _stars_tasks(joined(files[p] for p in dev.stars), clock, folder, expanded)
+    release(dev.stars)  # (the task log's records are in device_tasks now)
     if subtasks:
         if not level0:
             raise DeclinedError(
@@ -1241,6 +1290,7 @@ def _device(
     flips: list[FlipRecord] = []
     if dev.ts_track:
         flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
+        release(dev.ts_track)
         if all_export:
             first: dict[int, float] = {}
             for flip in flips:
@@ -1253,13 +1303,13 @@ def _device(
                         DeclineReason.UNSUPPORTED,
                         f"{folder}: task ids of stream {task.stream_id} wrapped around",
                     )
-    device = dev.device
-    host = _of_device(tables.host_tasks, device)
     ascend = _top_down(host, device_tasks, folder)
     empty(device_tasks)  # (freed in steps: see ._chunked)
-    out = _Device(dev, clock, ascend, host, _of_device(tables.ge_tasks, device), hashes, level0)
+    out = _Device(dev, clock, ascend, host, ge_tasks, hashes, level0)
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     out.clocks = clocks
+    if lean:
+        out.keep_rows_only()  # before the next device's are made
     return out
 
 
@@ -1312,8 +1362,12 @@ def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int,
     return ge
 
 
-def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device], bool]:
-    """Every device's exported rows (folder-name order), and whether the run is task time level 0."""
+def _outputs(
+    plan: RunPlan, files: Mapping[str, RawData], release: _Release = _kept, *, lean: bool = False
+) -> tuple[list[_Device], bool]:
+    """Every device's exported rows (folder-name order), and whether the run is task time level 0.
+    *release*: told of each file no later step reads (the host files, a device's task logs);
+    *lean*: only op_summary's rows will be read (not task_time's, nor the counters)."""
     if plan.host_info is not None and plan.host_sample is not None:
         host_info = json_object(files[plan.host_info], "host/info.json")
         host_sample: dict[str, object] | None = json_object(files[plan.host_sample], "host/sample.json")
@@ -1370,18 +1424,26 @@ def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device]
         type_info_dic(files[path], levels)
         for level, names in levels.items():
             _merge_names(types.setdefault(level, {}), names, path, f"{level} type")
+    release((*plan.host_data.get("hash_dic", ()), *plan.host_data.get("type_info_dic", ())))
     host = HostRecords(hashes, types)
+
+    def slices(kind: str) -> RawData:
+        # Several slices are copied into one: theirs are not read again (one slice is kept as it
+        # is, by host, until host goes).
+        paths = plan.host_data.get(kind, ())
+        data = joined(files[p] for p in paths)
+        release(paths)
+        return data
+
     # Decoded here (declines in this order), or kept for the C host loops to read in place.
-    host.take("apis", joined(files[p] for p in plan.host_data.get("api_event", ())))
-    host.take("tracks", joined(files[p] for p in plan.host_data.get("task_track", ())))
+    host.take("apis", slices("api_event"))
+    host.take("tracks", slices("task_track"))
     basics = plan.host_data.get("node_basic_info", ())
     if basics and basics[0].split("/")[-1].startswith("unaging"):
         raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
-    host.take("node_basics", joined(files[p] for p in basics))
-    host.contexts = context_records(joined(files[p] for p in plan.host_data.get("context_id_info", ())))
-    host.tensors = header_records(
-        joined(files[p] for p in plan.host_data.get("tensor_info", ())), "tensor_info"
-    )
+    host.take("node_basics", slices("node_basic_info"))
+    host.contexts = context_records(slices("context_id_info"))
+    host.tensors = header_records(slices("tensor_info"), "tensor_info")
     if host_sample is not None and not level0 and not host.has("node_basics") and host.has("apis"):
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
     tables = host_tables(host, level0=level0, all_export=all_export)
@@ -1389,20 +1451,28 @@ def _outputs(plan: RunPlan, files: Mapping[str, RawData]) -> tuple[list[_Device]
     empty(host.apis, host.node_basics, host.tensors, host.contexts, host.tracks)
     del host
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
+    release(plan.host_data.get("expand_stream_spec", ()))
+    # Each device's tasks in its own lists, the run's emptied: a device's go with its lists then.
+    devices = plan.devices
+    own = [(_of_device(tables.host_tasks, d.device), _of_device(tables.ge_tasks, d.device)) for d in devices]
+    empty(tables.host_tasks, tables.ge_tasks)
     outputs = [
         _device(
             dev,
             files,
-            tables,
+            host,
+            ge_tasks,
             hashes,
             expanded=expanded,
             all_export=all_export,
             level0=level0,
             check_info=check_info,
+            release=release,
+            lean=lean,
         )
-        for dev in plan.devices
+        for dev, (host, ge_tasks) in zip(devices, own, strict=True)
     ]
-    empty(tables.host_tasks, tables.ge_tasks)  # the devices keep theirs
+    own.clear()
     return outputs, level0
 
 
@@ -1441,18 +1511,26 @@ def _check_sample_devices(plan: RunPlan, files: Mapping[str, RawData]) -> None:
 
 
 def decode_run(
-    plan: RunPlan, files: Mapping[str, RawData], *, with_task_time: bool = False, with_counters: bool = False
+    plan: RunPlan,
+    files: Mapping[str, RawData],
+    *,
+    with_task_time: bool = False,
+    with_counters: bool = False,
+    consume: bool = False,
 ) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
 
     *with_task_time*: also give every task_time row (``RawResult.task_time``); *with_counters*:
     the PMU counters op_summary would print (``RawResult.counters``, aligned with the tasks).
+    *consume*: *files* is a dict handed over; the decode takes out each big file it is done with
+    (host data, a device's task logs), so their memory goes back while the rest is decoded.
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     _check_sample_devices(plan, files)
-    outputs, level0 = _outputs(plan, files)
+    lean = not with_task_time and not with_counters
+    outputs, level0 = _outputs(plan, files, _releaser(files, consume), lean=lean)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
     finally:
@@ -1535,19 +1613,22 @@ class ExportRows(NamedTuple):
     devices: tuple[DeviceRows, ...]
 
 
-def export_rows(plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = False) -> ExportRows:
+def export_rows(
+    plan: RunPlan, files: Mapping[str, RawData], *, pmu: bool = False, consume: bool = False
+) -> ExportRows:
     """The rows of the exporter's op_summary and task_time CSVs, for a CSV writer (the simulated
     ``msprof.py``): like :func:`decode_run`, but every row, any number of them, and no decline for
     a run without tasks (its CSVs have control tasks only).
 
     *pmu*: also the PMU cells of op_summary (``DeviceRows.pmu_header`` / ``pmu_cells``), for every
     metric group the exporter maps, verified on real runs or not (see ``_pmu.VERIFIED_GROUPS``).
+    *consume*: as :func:`decode_run`'s.
 
     :raises DeclinedError: for anything not verified against the real exporter
     """
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     _check_sample_devices(plan, files)
-    outputs, level0 = _outputs(plan, files)
+    outputs, level0 = _outputs(plan, files, _releaser(files, consume))
     devices: list[DeviceRows] = []
     for out in outputs:
         rows = DeviceRows(out.dev.device, tuple(row.raw for row in out.op_rows), tuple(out.task_time_rows()))
