@@ -19,8 +19,9 @@ import pytest
 
 from asc_aprof import ProfilingTask
 from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _run
-from asc_aprof._plans._raw._chunked import empty, to_tuple
+from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
 from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
 
@@ -189,6 +190,55 @@ def test_the_c_tuple_is_left_out_of_the_collector_only_where_no_item_may_be_in_a
     assert gc.is_tracked(c.tuple_of([[], *records]))  # a list may be in a cycle
     assert gc.is_tracked(c.tuple_of([{}, *records]))  # so may a dict, tracked or not (yet)
     assert gc.is_tracked(c.tuple_of([([],), *records]))  # and a tracked tuple
+
+
+class _Item:
+    """An object a weak reference can watch."""
+
+
+def test_clear_items_frees_a_slice_of_a_tuple_only_its_box_holds(accelerated: bool) -> None:
+    items = [_Item() for _ in range(10)]
+    watched = [weakref.ref(item) for item in items]
+    box = [tuple(items)]
+    del items
+    if not accelerated:
+        assert not clear_items(box, 0, 4)  # (a tuple cannot change in Python)
+        assert all(ref() is not None for ref in watched)
+        return
+    assert clear_items(box, 2, 5)
+    assert [ref() is None for ref in watched] == [False, False, True, True, True] + [False] * 5
+    assert all(item is None for item in box[0][2:5])
+    assert clear_items(box, 8, 100)  # (a range past the end stops at it)
+    assert [ref() is None for ref in watched][8:] == [True, True]
+
+
+@needs_c
+def test_clear_items_leaves_a_tuple_someone_else_holds_as_it_is() -> None:
+    items = tuple(_Item() for _ in range(10))
+    box = [items]
+    assert not clear_items(box, 0, 10)
+    assert all(item is not None for item in items) and box[0] is items
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("shared", [False, True])
+async def test_release_frees_a_results_records_and_never_a_tuple_shared_with_the_caller(
+    accelerated: bool, shared: bool
+) -> None:
+    # The result's records are freed whichever way it goes (slices of its own tuple, or a copy);
+    # a tuple the caller still holds keeps every record.
+    tasks = tuple(_Item() for _ in range(3 * _drive._FREE_SLICE + 5))
+    watched = [weakref.ref(task) for task in tasks[:: _drive._FREE_SLICE // 2]]
+    kept = tasks if shared else None
+    box: list[object] = [RawResult(tasks, "op_summary", False)]  # type: ignore[arg-type]
+    del tasks
+    await _drive.release(box)
+    assert box == []
+    if shared:
+        assert kept is not None and all(item is not None for item in kept)
+        assert all(ref() is not None for ref in watched)
+    else:
+        assert all(ref() is None for ref in watched)
 
 
 # -- the public records in slices ---------------------------------------------------------------

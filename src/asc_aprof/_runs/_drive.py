@@ -27,7 +27,7 @@ from .._cann._export import run_export, run_export_async
 from .._cann._files import check_tree
 from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
-from .._plans._raw._chunked import to_tuple
+from .._plans._raw._chunked import clear_items, to_tuple
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
 from ._raw_files import decoding, read_run, read_run_async, reading
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
@@ -195,9 +195,11 @@ async def release(box: list[Any]) -> None:
     """Empty *box*, freeing what it held in bounded slices between checkpoints.
 
     A :class:`~asc_aprof._plans._raw.RawResult` (or a tuple or list of records) freed at once is one long
-    operation on the loop's thread. Here its records are first copied into a list in slices (the
-    tuple then goes with a decrement per record, nothing freed), and the list is emptied a slice at
-    a time. Cancelled: what is left is freed at once (the references go with the frames).
+    operation on the loop's thread. A tuple only this holds has its records freed a slice at a time
+    (``clear_items``, in C); otherwise the records are first copied into a list in slices (the
+    tuple then goes with a decrement per record, nothing freed: still 6 ms for 500,000 records,
+    the cache misses of touching each), and the list is emptied a slice at a time. Cancelled: what
+    is left is freed at once (the references go with the frames).
     """
     while box:
         held = box.pop()
@@ -207,6 +209,18 @@ async def release(box: list[Any]) -> None:
             del records
             await anyio.lowlevel.checkpoint()
             continue
+        if isinstance(records, tuple):
+            only = [records]  # its holder now, if nobody else holds it
+            total = len(records)
+            del records
+            if clear_items(only, 0, _FREE_SLICE):
+                for start in range(_FREE_SLICE, total, _FREE_SLICE):
+                    await anyio.lowlevel.checkpoint()
+                    clear_items(only, start, start + _FREE_SLICE)
+                only.clear()  # (a tuple of None)
+                await anyio.lowlevel.checkpoint()
+                continue
+            records = only.pop()
         kept: list[Any] = []
         for start in range(0, len(records), _FREE_SLICE):
             kept.extend(records[start : start + _FREE_SLICE])

@@ -1758,8 +1758,45 @@ tuple_of(PyObject *Py_UNUSED(module), PyObject *list)
     return out;
 }
 
+PyDoc_STRVAR(clear_items_doc,
+"clear_items(box, start, stop, /)\n--\n\n"
+"Replaces items start:stop of the tuple box[0] with None, freeing them: True; False (nothing\n"
+"changed) where the tuple has another holder than box. A tuple freed whole decrements every\n"
+"item in one operation (6 ms for 500,000 records, cache misses mostly); this frees it in steps.");
+
+static PyObject *
+clear_items(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *box;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "O!nn:clear_items", &PyList_Type, &box, &start, &stop)) {
+        return NULL;
+    }
+    PyObject *tuple = PyList_GetItem(box, 0); /* borrowed: box stays its holder */
+    if (tuple == NULL) {
+        return NULL;
+    }
+    if (!PyTuple_Check(tuple)) {
+        PyErr_SetString(PyExc_TypeError, "clear_items: box[0] is not a tuple");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_Size(tuple);
+    start = start < 0 ? 0 : start;
+    stop = stop > n ? n : stop;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        /* PyTuple_SetItem refuses a tuple anyone else holds (a reference count above 1): then
+         * nothing has changed yet, since the count cannot change while this loop runs */
+        if (PyTuple_SetItem(tuple, i, new_ref(Py_None)) < 0) {
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef methods[] = {
     {"empty", empty, METH_O, empty_doc},
+    {"clear_items", clear_items, METH_VARARGS, clear_items_doc},
     {"tuple_of", tuple_of, METH_O, tuple_of_doc},
     {"public_tasks", public_tasks, METH_VARARGS, public_tasks_doc},
     {"of_device", of_device, METH_VARARGS, of_device_doc},

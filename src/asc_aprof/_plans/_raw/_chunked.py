@@ -8,7 +8,8 @@ worker thread) waits that long; ``tuple(a_list)`` of as many items is one such o
 tuple of a list in steps, letting other threads run in between (in C: ``_cdevice.empty`` and
 ``tuple_of``, which let the GIL go every few items; in Python: each slice is one bytecode, and the
 interpreter switches threads between bytecodes). Only for containers no other thread holds (the
-decode's own).
+decode's own). :func:`clear_items` frees a tuple's items a slice at a time where the caller is
+its only holder (in C only; elsewhere the caller takes it apart otherwise).
 """
 
 from __future__ import annotations
@@ -51,3 +52,13 @@ def to_tuple(items: list[T]) -> tuple[T, ...]:
     made = tuple(chain.from_iterable(items[at : at + SLICE] for at in range(0, len(items), SLICE)))
     empty(items)
     return made
+
+
+def clear_items(box: list[tuple[Any, ...]], start: int, stop: int) -> bool:
+    """Frees items *start*:*stop* of the tuple ``box[0]`` (each replaced by None) where *box* is
+    its only holder: True; False, nothing changed, where it has another holder or the C
+    accelerator is off (a tuple cannot change in Python)."""
+    if (c := _accelerated()) is None:
+        return False
+    done: bool = c.clear_items(box, start, stop)
+    return done
