@@ -584,9 +584,10 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
     section.tables.append(
         Table(
             f"Peak RSS growth reading a {n:,}-task raw run ({MEMORY_DEVICES} devices, "
-            f"{n // MEMORY_DEVICES:,} tasks each); raw files read: {fmt_mb(sizes['read'])} in "
-            f"{sizes['files']} files, of which "
-            f"`ffts_profile` {fmt_mb(sizes['ffts'])} (the whole run on disk: {fmt_mb(sizes['on_disk'])})",
+            f"{n // MEMORY_DEVICES:,} tasks each); the raw reader's files: {fmt_mb(sizes['read'])} in "
+            f"{sizes['files']} files, of which `ffts_profile` {fmt_mb(sizes['ffts'])}, read only with "
+            f"counters, so {fmt_mb(sizes['read'] - sizes['ffts'])} read here (the whole run on disk: "
+            f"{fmt_mb(sizes['on_disk'])})",
             ["how", "peak RSS growth", "per task", "RSS before (after imports)", "wall"],
             rows,
         )
@@ -605,26 +606,29 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
         "inside the running event loop), each in a fresh interpreter."
     )
     section.notes.append(
-        "What the raw path holds (from the code): `_raw._driver._files` reads every file of the run's "
-        "`RunPlan.wanted` whole into one dict of bytes before anything is decoded: the host data "
-        "slices and every device's `stars_soc`, `ts_track` and `ffts_profile` slices (the PMU "
-        "records, read even when no counter is asked for), each bounded only by `Bound.RAW_SLICE` "
-        "(2 GiB); `decode_run` builds the whole run's decoded `RawTask` tuple (`RawResult.tasks`) while "
-        "those bytes are still held, and the bytes are dropped when `read_run` returns (in the "
-        "worker thread). `AsyncRun.batches` (what `iter_tasks()` and `AsyncRun.tasks()` iterate) "
-        "awaits that whole read first, then keeps the `RawResult` (every `RawTask`) until the "
-        "iteration ends, building the public `ProfilingTask` records 2,048 at a time "
-        "(`_raw_batches(raw, ASYNC_TASK_SLICE)`), each slice freed once consumed. So only the last "
-        "stage streams: the peak is the raw files plus the decode (the `read_run` row), not one slice."
+        "What the raw path holds (from the code): `_runs._raw_files._files` reads the files of the "
+        "run's `RunPlan.wanted` (without counters not the `ffts_profile` slices) before anything is "
+        "decoded, big record files into anonymous memory maps; `decode_run(..., consume=True)` lets "
+        "go of each once decoded (the host data slices once the host tables are made, a device's "
+        "`stars_soc` and `ts_track` once that device is decoded), and where only op_summary's rows "
+        "are read (no counters, no task_time, no level-0 join) each device keeps its rows only "
+        "before the next one is decoded (`_Device.keep_rows_only`). The whole run's `RawTask` tuple "
+        "(`RawResult.tasks`) is still built before the first task is given: `AsyncRun.batches` "
+        "(what `iter_tasks()` and `AsyncRun.tasks()` iterate) awaits the whole read, then makes the "
+        "public `ProfilingTask` records 2,048 at a time (`_raw_batches(raw, ASYNC_TASK_SLICE)`), "
+        "each slice freed once consumed, and frees the `RawTask` records a slice at a time at the end "
+        "(`_drive.release`). So the peak is the decode's (the `read_run` row): the second device's "
+        "decode while the first one's rows are held, or the C host tables' scratch arrays while "
+        "every device's task log is held, about equal at this size."
     )
     if growth >= MEMORY_GOAL:
         section.analysis.append(
             f"iter_tasks(): {fmt_mb(growth)} peak growth, {fmt_mb(growth - MEMORY_GOAL)} over the 100 MB "
             f"target; `read_run` alone peaks at {fmt_mb(decode['growth_bytes'])}, and the raw files it "
-            f"reads whole are {fmt_mb(sizes['read'])} ({fmt_mb(sizes['ffts'])} of them `ffts_profile`, "
-            "unused without counters). The bound is the whole-run design (every slice read whole, every "
-            "task decoded before the first is given): staying under 100 MB at this size needs a "
-            "per-slice (streaming) decode, not a smaller public slice."
+            f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run design (every "
+            "slice read before the decode, every task decoded before the first is given): staying "
+            "under 100 MB at this size needs a per-slice (streaming) decode with a compact host "
+            "index, not a smaller public slice."
         )
 
 
