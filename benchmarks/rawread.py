@@ -522,10 +522,11 @@ def _stalls(section: Section, n: int, root: Path, run_id: str, work: Path) -> No
     if any(res["gc_longest"] > STALL_GOAL for res in results.values()):
         section.analysis.append(
             "The collector's full passes: CPython's cyclic GC walks every tracked object of the process "
-            "in one step on whichever thread triggers it. Awaited reads freeze the objects older than "
-            "the read (`gc.freeze()`, thawed when the read ends: see docs/performance.md), so a full "
-            "pass during a read walks only what the read made; a pass longer than the goal above means "
-            "the read itself (or the consumer) keeps that many tracked objects alive."
+            "in one step on whichever thread triggers it. Awaited reads hold full passes back while "
+            "they run (`gc.set_threshold()`'s third value, put back when the last read ends: see "
+            "docs/performance.md), so a pass longer than the goal above is a young generation's (the "
+            "read or the consumer made that many tracked objects at once) or one that came as the "
+            "read ended."
         )
 
 

@@ -314,9 +314,12 @@ def _analysis(results: dict[str, dict[str, Any]], n: int) -> list[str]:
             "Garbage collection: the parser's records are not tracked by the GC in this version, so "
             "a full collection walks only the process's other tracked objects (some 28,000 after "
             "importing anyio, the backend and the readers: 6-8 ms on this machine when it is quiet, "
-            "longer while the export child competes for the CPUs), and awaited reads freeze those "
-            "older than the read while it runs (`gc.freeze()`, see docs/performance.md); "
-            f"{asy['gc']['gen2']} ran, the longest {fmt_ms(asy['gc']['gen2_max'])} on asyncio."
+            "longer while the export child competes for the CPUs), and awaited collection windows "
+            "and reads hold full passes back while they run (`gc.set_threshold()`'s third value, see "
+            f"docs/performance.md); {asy['gc']['gen2']} ran, the longest "
+            f"{fmt_ms(asy['gc']['gen2_max'])} on asyncio (a pass counts when it overlapped "
+            "`profile()`: one that comes once the window has ended, when the hold is lifted, counts "
+            "too if a tick overlapped it)."
         )
     out += [
         "Hand-off (from `parse_finished` until `profile()` returns): `SharedResult.take` returns the "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -21,6 +22,7 @@ import anyio.lowlevel
 import pytest
 
 from asc_aprof import AsyncProfiler, Profiler, RunSource, Toolkit, aopen_run, sim
+from asc_aprof._runs._raw_files import HELD_THRESHOLD
 from asc_aprof.sim import SimControl
 
 pytestmark = pytest.mark.anyio
@@ -115,37 +117,63 @@ async def test_store_result_and_open_run_give_the_loop_turns(
     assert turns > 0
 
 
-async def test_reads_keep_older_objects_out_of_full_collector_passes(raw_run: Path, toolkit: Toolkit) -> None:
-    """While a run is read, the objects older than the read are frozen (a full pass of the
-    collector would otherwise walk them all on the loop's thread), and thawed when it ends: after
-    the whole stream, after a stream closed early, after store_result, and after a cancelled read."""
-    assert gc.get_freeze_count() == 0
+def _full_passes_held() -> bool:
+    return gc.get_threshold()[2] == HELD_THRESHOLD
+
+
+async def test_reads_hold_back_the_collectors_full_passes(raw_run: Path, toolkit: Toolkit) -> None:
+    """While a run is read, the collector's full passes are held back (one would walk every
+    object of the process on the loop's thread), and let come again when it ends: after the whole
+    stream, after a stream closed early, after store_result, and after a cancelled read."""
+    before = gc.get_threshold()
+    assert not _full_passes_held()
     profiler = AsyncProfiler(raw_run.parent, toolkit=toolkit)
-    frozen_during: list[int] = []
+    held_during: list[bool] = []
     async for _ in profiler.iter_tasks(raw_run.name):
-        if not frozen_during:
-            frozen_during.append(gc.get_freeze_count())
-    assert frozen_during[0] > 0
-    assert gc.get_freeze_count() == 0
+        if not held_during:
+            held_during.append(_full_passes_held())
+    assert held_during == [True]
+    assert gc.get_threshold() == before
     async with contextlib.aclosing(profiler.iter_tasks(raw_run.name)) as tasks:
         async for _ in tasks:
-            assert gc.get_freeze_count() > 0
+            assert _full_passes_held()
             break
-    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
     result = await profiler.store_result(raw_run.name)
-    assert len(result.tasks) == TASKS and gc.get_freeze_count() == 0
+    assert len(result.tasks) == TASKS and gc.get_threshold() == before
     with anyio.move_on_after(0):
         await profiler.store_result(raw_run.name)
-    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == before
 
 
-async def test_a_programs_own_freeze_is_left_alone(raw_run: Path, toolkit: Toolkit) -> None:
-    gc.freeze()
+async def test_a_read_counts_no_full_pass_and_keeps_a_threshold_set_meanwhile(
+    raw_run: Path, toolkit: Toolkit
+) -> None:
+    passes: list[int] = []
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            passes.append(1)
+
+    before = gc.get_threshold()
+    profiler = AsyncProfiler(raw_run.parent, toolkit=toolkit)
+    kept: list[list[list[int]]] = []
+    gc.callbacks.append(on_gc)
     try:
-        mine = gc.get_freeze_count()
-        result = await AsyncProfiler(raw_run.parent, toolkit=toolkit).store_result(raw_run.name)
-        assert len(result.tasks) == TASKS
-        # not thawed, nor grown by a freeze of the read's (frozen objects freed meanwhile leave it)
-        assert 0 < gc.get_freeze_count() <= mine
+        async for _ in profiler.iter_tasks(raw_run.name):
+            # what brings full passes otherwise: many tracked objects that survive
+            kept.append([[] for _ in range(50)])
     finally:
-        gc.unfreeze()
+        gc.callbacks.remove(on_gc)
+    if sys.version_info < (3, 14):  # (3.14 collects the oldest generation in increments)
+        assert passes == []
+    kept.clear()
+    set_meanwhile = False
+    try:
+        async for _ in profiler.iter_tasks(raw_run.name):
+            if not set_meanwhile:
+                set_meanwhile = True
+                gc.set_threshold(before[0], before[1], 25)  # the program's own, set meanwhile
+        assert gc.get_threshold() == (before[0], before[1], 25)
+    finally:
+        gc.set_threshold(*before)

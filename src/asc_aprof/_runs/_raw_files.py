@@ -81,34 +81,40 @@ class _GcPause(_WhileDecoding):
             gc.enable()
 
 
-class _OlderObjectsFrozen(_WhileDecoding):
-    """Keeps the objects that existed before a read out of the collector's full passes while at
-    least one read runs (:func:`gc.freeze`), and puts them back after the last one
-    (:func:`gc.unfreeze`).
+class _FullPassesHeld(_WhileDecoding):
+    """Holds back the collector's full passes (its oldest generation) while at least one read
+    runs, and lets them come again after the last one (:func:`gc.set_threshold`'s third value).
 
     A full pass walks every tracked object of the process in one step on whichever thread
-    triggers it: some 28,000 after importing anyio, a backend and the readers, 6-15 ms on a
-    2-core machine, which the event loop waits out whole. A read allocates enough (batches,
-    worker-thread calls) to trigger one or two of them; frozen, the old objects are not walked,
-    so a full pass costs what the read's own young objects cost. Objects made during the read
-    are collected as usual; garbage among the old ones waits until the read ends. Left alone
-    where the program froze objects itself (then its full passes are short already, and
-    unfreezing would undo its freeze).
+    triggers it: some 28,000 after importing anyio, a backend and the readers, plus whatever the
+    read holds meanwhile (a growing list of a million records is a million items to visit): 6-30
+    ms on a 2-core machine, which the event loop waits out whole. The young generations are still
+    collected as usual (their passes walk only recent objects); cyclic garbage that reaches the
+    oldest generation meanwhile waits until the read ends. ``gc.freeze()`` of the objects older
+    than the read was tried first: after the first full pass in a read, CPython counts only the
+    read's own survivors as long-lived, and the next full passes came every few thousand
+    allocations (9-10 of up to 27 ms in a 1,000,000-task ``profile()``, against 2 before).
+    Left alone where automatic collection is off (threshold 0), and a threshold the program sets
+    meanwhile is kept. (On CPython 3.14 the oldest generation is collected in increments and the
+    third value is ignored: nothing to hold there.)
     """
 
     def __init__(self) -> None:
         super().__init__()
-        self._froze = False  # guarded by _lock: whether this scope froze the older objects
+        self._saved: int | None = None  # guarded by _lock: the third threshold before the first read
 
     def _begin(self) -> None:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            self._froze = True
+        young, middle, oldest = gc.get_threshold()
+        if young and oldest < HELD_THRESHOLD:
+            gc.set_threshold(young, middle, HELD_THRESHOLD)
+            self._saved = oldest
 
     def _end(self) -> None:
-        if self._froze:
-            self._froze = False
-            gc.unfreeze()
+        if self._saved is not None:
+            young, middle, oldest = gc.get_threshold()
+            if oldest == HELD_THRESHOLD:
+                gc.set_threshold(young, middle, self._saved)
+            self._saved = None
 
 
 class _SwitchPin(_WhileDecoding):
@@ -148,11 +154,13 @@ class _SwitchPin(_WhileDecoding):
 #: the GIL go at most every twice as long (``_release.h``: more often would keep a waiting thread
 #: from ever asking for it).
 SWITCH_INTERVAL: Final = 0.0005
+#: The collector's third threshold while reads run: full passes never come (a C int's largest)
+HELD_THRESHOLD: Final = 2**31 - 1
 
 _gc_paused = _GcPause()
 _switch_pinned = _SwitchPin()
-#: ``with reading():`` around an awaited read (see :class:`_OlderObjectsFrozen`)
-reading = _OlderObjectsFrozen()
+#: ``with reading():`` around an awaited read (see :class:`_FullPassesHeld`)
+reading = _FullPassesHeld()
 
 
 @contextlib.contextmanager
