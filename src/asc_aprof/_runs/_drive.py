@@ -119,8 +119,8 @@ async def drive_async(
     """Run a plan to its end, awaiting; exceptions of a step are thrown back into it.
 
     *perform* awaits one step (default: :func:`perform_async` with *limiter*), as for :func:`drive`.
-    While it runs, the objects older than the plan stay out of the collector's full passes
-    (:data:`~asc_aprof._runs._raw_files.reading`), which the loop would wait out whole.
+    While it runs, the collector's full passes are held back
+    (:data:`~asc_aprof._runs._raw_files.reading`): the loop would wait each out whole.
     """
     outcome: Any = None
     failure: BaseException | None = None

@@ -394,7 +394,7 @@ class AsyncRun(_RunBase):
 
     async def batches(self, *, counters: bool = False) -> AsyncGenerator[TaskBatch, None]:
         """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""
-        with reading():  # older objects out of full passes until the last batch (see drive_async)
+        with reading():  # full collector passes held back until the last batch (see drive_async)
             found = await self.obtain(counters=counters)
             if found.raw is not None:
                 box: list[object] = [found.raw]  # its only holder once the batches are made
