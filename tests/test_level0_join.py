@@ -229,6 +229,7 @@ class _Stub:
     """The parts of a raw reader's device that its level-0 join reads."""
 
     def __init__(self, ops: Sequence[Op], entries: Sequence[Entry]) -> None:
+        self.rows_only = False  # (its rows are _Row records, their device tasks beside them)
         self.clock = _Clock()
         self.groups: dict[tuple[int, int, int], list[_Ascend]] = {}
         self.cells: dict[int, tuple[str, str]] = {}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from asc_aprof._plans._raw import _host, _run
@@ -150,6 +150,38 @@ def test_c_loops_equal_the_pure_loops(records: HostRecords, level0: bool, all_ex
     assert outcome(records, accelerated=True, **flags) == outcome(records, accelerated=False, **flags)
 
 
+@settings(max_examples=250)
+@given(records=streams(), all_export=st.booleans())
+def test_c_loops_without_host_tasks_give_the_ge_tasks_or_leave_a_repeated_id_to_the_pure_loops(
+    records: HostRecords, all_export: bool
+) -> None:
+    """``host_tasks=False`` (a lean read at level 1): no host task, the same GE tasks, where no
+    two host tasks of a device share their ids (and the ids fit the C check's packed key); else
+    every host task, from the pure loops (the reader declines a repeated id then, as it would)."""
+    flags = {"level0": False, "all_export": all_export}
+    pure = outcome(records, accelerated=False, **flags)
+    try:
+        lean = host_tables(records, accelerated=True, host_tasks=False, **flags)
+    except DeclinedError as exc:
+        assert exc.declined == pure
+        return
+    except Exception as exc:
+        assert (type(exc), exc.args) == pure
+        return
+    assert isinstance(pure, tuple)
+    ids = [(h.device_id, h.stream_id, h.task_id, h.context_id, h.batch_id) for _, h in pure[0]]
+    packable = all(d < 1 << 10 and s < 1 << 20 and t < 1 << 32 for d, s, t, _, _ in ids)
+    event(f"ids unique and packable: {len(set(ids)) == len(ids) and packable}")
+    if len(set(ids)) == len(ids) and packable:
+        assert not lean.with_host_tasks and lean.host_tasks == []
+        assert [(type(g), g) for g in lean.ge_tasks] == pure[1]
+    else:
+        assert lean.with_host_tasks and ([(type(t), t) for t in lean.host_tasks], lean.ge_tasks) == (
+            pure[0],
+            [g for _, g in pure[1]],
+        )
+
+
 def packed(records: HostRecords) -> dict[str, bytes]:
     """The files the records come from (records the decoders decline are left out)."""
     return {
@@ -275,6 +307,21 @@ def declines(records: HostRecords, level0: bool, message: str) -> None:
     found = outcome(records, accelerated=True, **flags)
     assert found == outcome(records, accelerated=False, **flags)
     assert message in getattr(found, "message", "")
+
+
+def test_without_host_tasks_the_c_loops_make_none_unless_two_share_their_ids() -> None:
+    lean = host_tables(tree(), level0=False, all_export=True, accelerated=True, host_tasks=False)
+    full = host_tables(tree(), level0=False, all_export=True, accelerated=True)
+    assert (lean.host_tasks, lean.ge_tasks, lean.with_host_tasks) == ([], full.ge_tasks, False)
+    # the kernel's task record twice (same device, stream, task, context): every host task is
+    # made after all (by the pure loops), for the reader to decline the run as with them
+    twice = tree()
+    twice.tracks = [*twice.tracks, twice.tracks[0]._replace(timestamp=33)]
+    again = host_tables(twice, level0=False, all_export=True, accelerated=True, host_tasks=False)
+    assert again.with_host_tasks and again == host_tables(
+        twice, level0=False, all_export=True, accelerated=False
+    )
+    assert [t.task_id for t in again.host_tasks].count(1) == 2
 
 
 def test_both_decline_a_node_with_tensor_records_only_at_level1() -> None:

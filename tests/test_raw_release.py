@@ -17,13 +17,15 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from asc_aprof import ProfilingTask
-from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _run
+from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
+from asc_aprof._cann._files import RunFolder
+from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _host, _run
 from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
 from asc_aprof._plans._raw._types import DeclinedError
 from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
+from asc_aprof.sim import SimControl
 
 from .reference import REAL_RUNS, real_run_names
 
@@ -361,3 +363,87 @@ def test_a_file_that_changes_size_while_read_is_read_as_read_would(tmp_path: Pat
             data = _driver._read_mapped(stream, size)
         assert bytes(data) == path.read_bytes()
         assert isinstance(data, mmap.mmap) == (size == 25600)
+
+
+@pytest.mark.parametrize("kernels", [3, 0], ids=["kernels", "no_kernel"])
+def test_a_lean_read_gives_what_a_whole_decode_gives(
+    accelerated: bool,
+    kernels: int,
+    toolkit: Toolkit,
+    simctl: SimControl,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # read_run decodes lean (op_summary's rows only): at level 1 no host task is made (by the C
+    # loops) and each device keeps its rows only; a run without a kernel row needs what that
+    # let go (task_time stands in), and is decoded again whole. Either way: the whole decode's
+    # answer.
+    with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
+        if kernels:
+            sim.launch("k", count=kernels, duration_us=2.0)
+    assert run.run_dir is not None
+    leans: list[tuple[bool, str]] = []  # (lean, how the decode ended)
+    made: list[bool] = []  # HostTables.with_host_tasks of each decode
+    decode, tables = _run.decode_run, _host.host_tables
+
+    def decode_spy(*args: Any, **kwargs: Any) -> RawResult:
+        try:
+            result = decode(*args, **kwargs)
+        except Exception as exc:
+            leans.append((kwargs["lean"], type(exc).__name__))
+            raise
+        leans.append((kwargs["lean"], "done"))
+        return result
+
+    def tables_spy(*args: Any, **kwargs: Any) -> Any:
+        found = tables(*args, **kwargs)
+        made.append(found.with_host_tasks)
+        return found
+
+    monkeypatch.setattr(_driver, "decode_run", decode_spy)
+    monkeypatch.setattr(_run, "host_tables", tables_spy)
+    got = read_run(run.run_dir)
+    plan, files = _driver._files(run.run_dir)
+    try:
+        whole: object = decode(plan, files)
+    except DeclinedError as exc:
+        whole = exc.declined
+    assert repr(got) == repr(whole)
+    if kernels:
+        assert isinstance(got, RawResult) and len(got.tasks) == kernels
+        assert leans == [(True, "done")]
+        # (the pure host loops, without the C extension, make every host task)
+        assert made[0] is not _host.accelerated_default()  # (then the whole decode below)
+    else:
+        assert [lean for lean, _ in leans] == [True, False] and leans[0][1] == "WholeDecodeNeeded"
+        assert made[1] is True
+
+
+def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The metadata and host data are read at once; each device's task logs only when its turn
+    # comes (then kept until let go); one let go unread is never read.
+    with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
+        sim.launch("k", count=3, duration_us=2.0)
+    assert run.run_dir is not None
+    opened: list[str] = []
+    real_open = RunFolder.open
+
+    def open_spy(self: RunFolder, rel: str, *args: Any, **kwargs: Any) -> Any:
+        opened.append(rel)
+        return real_open(self, rel, *args, **kwargs)
+
+    monkeypatch.setattr(RunFolder, "open", open_spy)
+    with RunFolder(run.run_dir) as folder:
+        plan, files = _driver._run_files(folder, counters=True)
+        (dev,) = plan.devices
+        logs = [*dev.stars, *dev.ts_track, *dev.ffts]
+        assert len(logs) >= 2 and all(rel in files for rel in logs)
+        assert set(opened) == set(plan.wanted) - set(logs)
+        assert bytes(files[logs[0]]) == (run.run_dir / logs[0]).read_bytes()
+        assert bytes(files[logs[0]]) and opened.count(logs[0]) == 1  # read once, then kept
+        assert files.pop(logs[1]) is None and logs[1] not in files and logs[1] not in opened
+        assert sorted(files) == sorted(set(plan.wanted) - {logs[1]})
+        with pytest.raises(KeyError):
+            files[logs[1]]

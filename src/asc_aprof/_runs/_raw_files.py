@@ -10,15 +10,15 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
-from typing import Final, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 import anyio.to_thread
 
 from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder, check_tree
 from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
-from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
+from .._plans._raw._run import ExportRows, RunPlan, WholeDecodeNeeded, decode_run, dirs_to_list, export_rows
 from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
 
 logger = logging.getLogger("asc_aprof")
@@ -198,44 +198,106 @@ def _listing(run_dir: Path | RunFolder) -> dict[str, list[str]]:
 def _files(
     path: Path, counters: bool = True, mapped_min: int = MAPPED_MIN
 ) -> tuple[RunPlan, dict[str, RawData]]:
-    """The run's plan and the contents of the files it wants, read by the reading rule
-    (:mod:`asc_aprof._cann._files`): bytes, or, for a file of binary records of *mapped_min*
-    bytes or more, an anonymous memory map (see :data:`RawData`: the decode reads both alike, and
-    a map is freed with the GIL released, where freeing a bytes object of 64 MB holds it for about
-    10 ms). Without *counters* the PMU records (``ffts_profile``, a third of a run's bytes) are
-    not read.
+    """The run's plan and the contents of every file it wants, read now by the reading rule
+    (:mod:`asc_aprof._cann._files`; see :class:`_RunFiles` for how each is read). Without
+    *counters* the PMU records (``ffts_profile``, a third of a run's bytes) are not read.
 
     :raises RunFileError: a link, a FIFO or another special file, or a file over its bound
     """
     with RunFolder(path) as folder:
-        return _read_files(folder, counters, mapped_min)
+        plan, files = _run_files(folder, counters, mapped_min)
+        return plan, {rel: files[rel] for rel in files}
 
 
-def _read_files(folder: RunFolder, counters: bool, mapped_min: int) -> tuple[RunPlan, dict[str, RawData]]:
-    path = folder.run
+def _run_files(folder: RunFolder, counters: bool, mapped_min: int = MAPPED_MIN) -> tuple[RunPlan, _RunFiles]:
+    """The run's plan and its files as a decode reads them (:class:`_RunFiles`, over *folder*,
+    which must stay open while they are read)."""
     plan = RunPlan.from_listing(_listing(folder))
-    record_files = plan.record_files
-    files: dict[str, RawData] = {}
     skipped = set() if counters else {p for dev in plan.devices for p in dev.ffts}
+    later = {p for dev in plan.devices for p in (*dev.stars, *dev.ts_track, *dev.ffts)}
+    files = _RunFiles(folder, plan.record_files, mapped_min)
     for rel in plan.wanted:
-        if rel in skipped:
-            continue
+        if rel not in skipped:
+            files.add(rel, now=rel not in later)
+    return plan, files
+
+
+class _RunFiles(MutableMapping[str, RawData]):
+    """The files of one run a decode reads, by relative path: the run's metadata and host data
+    read when made, each device's task and PMU logs (``stars_soc``, ``ts_track``,
+    ``ffts_profile``: most of a big run's bytes) only when the decode first asks for them, so
+    one device's logs are in memory while it is decoded, not every device's from the start.
+    ``pop`` (the decode lets go of a file it is done with) forgets a file read or not.
+
+    Each file is read by the reading rule of :mod:`asc_aprof._cann._files` (a regular file, no
+    link, within its bound), unbuffered: bytes, or, for a file of binary records of *mapped_min*
+    bytes or more, an anonymous memory map (see :data:`RawData`: the decode reads both alike, and
+    a map is freed with the GIL released, where freeing a bytes object of 64 MB holds it for about
+    10 ms). A file read later can still be refused then (:class:`RunFileError`), or declined as
+    malformed where it is gone or unreadable: before any task is given, as one read fails.
+    Used by one thread, with the folder open.
+    """
+
+    def __init__(self, folder: RunFolder, record_files: frozenset[str], mapped_min: int) -> None:
+        self._folder = folder
+        self._record_files = record_files
+        self._mapped_min = mapped_min
+        self._held: dict[str, RawData] = {}  # read
+        self._later: dict[str, None] = {}  # wanted, not read yet (in order)
+
+    def add(self, rel: str, *, now: bool) -> None:
+        if now:
+            self._held[rel] = self._read(rel)
+        else:
+            self._later[rel] = None
+
+    def _read(self, rel: str) -> RawData:
         bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
-            with folder.open(rel, bound, buffered=False) as opened:
+            with self._folder.open(rel, bound, buffered=False) as opened:
                 stream = cast(io.FileIO, opened)
                 size = os.fstat(stream.fileno()).st_size
-                if rel in record_files and size >= max(mapped_min, 1):
-                    files[rel] = _read_mapped(stream, size)
-                else:
-                    files[rel] = stream.readall()
+                if rel in self._record_files and size >= max(self._mapped_min, 1):
+                    return _read_mapped(stream, size)
+                return stream.readall()
         except RunFileMissing as exc:  # listed a moment ago: the run is being changed
             raise DeclinedError(DeclineReason.MALFORMED, str(exc)) from None
         except RunFileError:
             raise
         except OSError as exc:
-            raise DeclinedError(DeclineReason.MALFORMED, f"{path / rel}: {exc.strerror}") from None
-    return plan, files
+            where = self._folder.run / rel
+            raise DeclinedError(DeclineReason.MALFORMED, f"{where}: {exc.strerror}") from None
+
+    def __getitem__(self, rel: str) -> RawData:
+        data = self._held.get(rel)
+        if data is None:
+            if rel not in self._later:
+                raise KeyError(rel)
+            data = self._held[rel] = self._read(rel)
+            del self._later[rel]
+        return data
+
+    def __setitem__(self, rel: str, data: RawData) -> None:
+        self._later.pop(rel, None)
+        self._held[rel] = data
+
+    def __delitem__(self, rel: str) -> None:
+        if rel not in self:
+            raise KeyError(rel)
+        self.pop(rel)
+
+    def pop(self, rel: str, default: Any = None) -> Any:  # (without reading a file not read yet)
+        self._later.pop(rel, None)
+        return self._held.pop(rel, default)
+
+    def __contains__(self, rel: object) -> bool:
+        return rel in self._held or rel in self._later
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([*self._held, *self._later])
+
+    def __len__(self) -> int:
+        return len(self._held) + len(self._later)
 
 
 def _read_mapped(stream: io.FileIO, size: int) -> RawData:
@@ -268,14 +330,10 @@ def read_run(
     """
     path = Path(run_dir)
     try:
-        # The files are read before the pause: a read that blocks (and a cancelled
-        # read_run_async abandons) must not keep the collector off for the whole process.
-        plan, files = _files(path, counters)
-        with _decoding():
-            # (handed over: the decode drops each file it is done with)
-            return decode_run(
-                plan, files, with_task_time=with_task_time, with_counters=counters, consume=True
-            )
+        try:
+            return _read_run(path, with_task_time, counters, lean=True)
+        except WholeDecodeNeeded:  # (a run without a kernel row: small)
+            return _read_run(path, with_task_time, counters, lean=False)
     except DeclinedError as exc:
         return exc.declined
     except RunFileError:
@@ -285,6 +343,19 @@ def read_run(
         return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
+def _read_run(path: Path, with_task_time: bool, counters: bool, *, lean: bool) -> RawResult:
+    with RunFolder(path) as folder:
+        # The metadata and host data are read before the pause (a read that blocks, and a
+        # cancelled read_run_async abandons, must not keep the collector off for the whole
+        # process); each device's logs during it, when its turn comes (regular files only).
+        plan, files = _run_files(folder, counters)
+        with _decoding():
+            # (handed over: the decode drops each file it is done with)
+            return decode_run(
+                plan, files, with_task_time=with_task_time, with_counters=counters, consume=True, lean=lean
+            )
+
+
 def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> ExportRows | Declined:
     """The rows ``msprof.py export summary`` would write for run *run_dir* (for a CSV writer), or
     why not. Unlike :func:`read_run`, a bug raises: the caller has no other way to read the run.
@@ -292,9 +363,10 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
     *pmu*: also op_summary's PMU cells as printed (``DeviceRows.pmu_header`` / ``pmu_cells``).
     """
     try:
-        plan, files = _files(Path(run_dir), pmu)  # read before the pause, as in read_run
-        with _decoding():
-            return export_rows(plan, files, pmu=pmu, consume=True)
+        with RunFolder(Path(run_dir)) as folder:
+            plan, files = _run_files(folder, pmu)  # (as in read_run)
+            with _decoding():
+                return export_rows(plan, files, pmu=pmu, consume=True)
     except DeclinedError as exc:
         return exc.declined
 

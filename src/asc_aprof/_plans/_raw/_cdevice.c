@@ -1306,19 +1306,88 @@ ge_index_build(GeIndex *x, PyObject *ge, PyObject *device)
 }
 
 PyDoc_STRVAR(op_summary_doc,
-"op_summary(ascend, ge_tasks, hashes, device, level0, printer, raw_cls, row_cls, /)\n--\n\n"
+"op_summary(ascend, ge_tasks, hashes, device, level0, printer, raw_cls, row_cls, rows_only=False, /)\n"
+"--\n\n"
 "_Device._op_summary: (the join of the top-down tasks with their GE tasks as (a, g) pairs,\n"
 "the op_summary rows as row_cls(raw_cls(...), a)); None where the pure code must decide\n"
 "(two rows starting at the same time, a record not of the expected shape). ge_tasks: a list\n"
-"or tuple of GE tasks, indexed here as _run._ge_index indexes device's.");
+"or tuple of GE tasks, indexed here as _run._ge_index indexes device's. rows_only: (None, the\n"
+"rows as bare raw_cls records): neither the pairs nor a wrapper per row is made.");
+
+/* One op_summary row of the pair (a, g) appended to rows (a row_cls(raw, a), or the raw record
+ * alone with rows_only), unless the start filter drops it: 0, or -1 on error. */
+static int
+op_row(PyObject *a, PyObject *g, PyObject *device, PyObject *hashes, int level0, const Printer *p,
+       PyObject *raw_cls, allocfunc raw_alloc, PyObject *row_cls, allocfunc row_alloc, int rows_only,
+       ObjVec *rows)
+{
+    PyObject *a_duration = PyTuple_GetItem(a, 5);
+    double dur_ns = PyFloat_AsDouble(a_duration);
+    if (dur_ns == -1.0 && PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *duration = round3_obj(dur_ns / 1000.0);
+    if (duration == NULL) {
+        return -1;
+    }
+    PyObject *text, *start_ns;
+    if (printed_one(p, PyTuple_GetItem(a, 4), 0, &text, &start_ns) < 0) {
+        Py_DECREF(duration);
+        return -1;
+    }
+    int kept = kept_one(p, start_ns, text, duration);
+    Py_DECREF(text);
+    if (kept <= 0) {
+        Py_DECREF(duration);
+        Py_DECREF(start_ns);
+        return kept;
+    }
+    PyObject *op_name = PyTuple_GetItem(g, 5);
+    PyObject *name = PyDict_GetItemWithError(hashes, op_name);
+    if (name == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(duration);
+            Py_DECREF(start_ns);
+            return -1;
+        }
+        name = op_name;
+    }
+    PyObject *type = PyTuple_GetItem(g, 6);
+    PyObject *items[14] = {
+        new_ref(device),
+        new_ref(PyTuple_GetItem(a, 0)),
+        new_ref(PyTuple_GetItem(a, 1)),
+        new_ref(PyTuple_GetItem(a, 3)),
+        new_ref(name),
+        new_ref(type),
+        new_ref(type),
+        duration,
+        new_ref(a_duration),
+        start_ns,
+        new_ref(PyTuple_GetItem(a, 8)),
+        new_ref(PyTuple_GetItem(a, 9)),
+        new_ref(level0 ? Py_None : PyTuple_GetItem(g, 7)),
+        new_ref(level0 ? Py_None : PyTuple_GetItem(g, 8)),
+    };
+    PyObject *raw = make_record(raw_cls, raw_alloc, items, 14);
+    if (raw == NULL) {
+        return -1;
+    }
+    if (rows_only) {
+        return objvec_push(rows, raw);
+    }
+    PyObject *row_items[2] = {raw, new_ref(a)};
+    return objvec_push(rows, make_record(row_cls, row_alloc, row_items, 2));
+}
 
 static PyObject *
 op_summary(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *ascend, *ge, *hashes, *device, *printer_obj, *raw_cls, *row_cls;
-    int level0;
-    if (!PyArg_ParseTuple(args, "O!OO!OpO!OO:op_summary", &PyList_Type, &ascend, &ge, &PyDict_Type, &hashes,
-                          &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls, &row_cls)) {
+    int level0, rows_only = 0;
+    if (!PyArg_ParseTuple(args, "O!OO!OpO!OO|p:op_summary", &PyList_Type, &ascend, &ge, &PyDict_Type,
+                          &hashes, &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls, &row_cls,
+                          &rows_only)) {
         return NULL;
     }
     if (!PyList_Check(ge) && !PyTuple_Check(ge)) {
@@ -1348,6 +1417,9 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     int have_last = 0;
     double last = 0.0;
     static const Py_ssize_t ASCEND_KEY[4] = {0, 1, 3, 2}; /* (stream, task, batch, context) */
+    /* One pass: each pair is checked (its start after the last one's), kept (unless rows_only)
+     * and made into its row at once; a tie found late sends the whole device to the pure code
+     * (the rows made so far are dropped), which declines it. */
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_OBJECTS);
         PyObject *a = PyList_GetItem(ascend, i);
@@ -1373,7 +1445,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
         for (; at >= 0; at = index.next[at]) {
             PyObject *g = seq_item(ge, at);
             PyObject *type = PyTuple_GetItem(g, 6);
-            if (!PyUnicode_Check(type)) {
+            if (!PyUnicode_Check(type) || PyTuple_Size(g) < 9) {
                 built = 0;
                 goto fallback_or_error;
             }
@@ -1389,76 +1461,16 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
             }
             have_last = 1;
             last = start;
-            if (objvec_push(&joined, PyTuple_Pack(2, a, g)) < 0) {
+            if (!rows_only && objvec_push(&joined, PyTuple_Pack(2, a, g)) < 0) {
+                goto error;
+            }
+            if (op_row(a, g, device, hashes, level0, &p, raw_cls, raw_alloc, row_cls, row_alloc, rows_only,
+                       &rows) < 0) {
                 goto error;
             }
         }
     }
-    for (Py_ssize_t i = 0; i < joined.n; i++) {
-        RELEASE_POINT(i, RELEASE_OBJECTS);
-        PyObject *pair = joined.items[i];
-        PyObject *a = PyTuple_GetItem(pair, 0), *g = PyTuple_GetItem(pair, 1);
-        PyObject *a_duration = PyTuple_GetItem(a, 5);
-        double dur_ns = PyFloat_AsDouble(a_duration);
-        if (dur_ns == -1.0 && PyErr_Occurred()) {
-            goto error;
-        }
-        PyObject *duration = round3_obj(dur_ns / 1000.0);
-        if (duration == NULL) {
-            goto error;
-        }
-        PyObject *text, *start_ns;
-        if (printed_one(&p, PyTuple_GetItem(a, 4), 0, &text, &start_ns) < 0) {
-            Py_DECREF(duration);
-            goto error;
-        }
-        int kept = kept_one(&p, start_ns, text, duration);
-        Py_DECREF(text);
-        if (kept <= 0) {
-            Py_DECREF(duration);
-            Py_DECREF(start_ns);
-            if (kept < 0) {
-                goto error;
-            }
-            continue;
-        }
-        PyObject *op_name = PyTuple_GetItem(g, 5);
-        PyObject *name = PyDict_GetItemWithError(hashes, op_name);
-        if (name == NULL) {
-            if (PyErr_Occurred()) {
-                Py_DECREF(duration);
-                Py_DECREF(start_ns);
-                goto error;
-            }
-            name = op_name;
-        }
-        PyObject *type = PyTuple_GetItem(g, 6);
-        PyObject *items[14] = {
-            new_ref(device),
-            new_ref(PyTuple_GetItem(a, 0)),
-            new_ref(PyTuple_GetItem(a, 1)),
-            new_ref(PyTuple_GetItem(a, 3)),
-            new_ref(name),
-            new_ref(type),
-            new_ref(type),
-            duration,
-            new_ref(a_duration),
-            start_ns,
-            new_ref(PyTuple_GetItem(a, 8)),
-            new_ref(PyTuple_GetItem(a, 9)),
-            new_ref(level0 ? Py_None : PyTuple_GetItem(g, 7)),
-            new_ref(level0 ? Py_None : PyTuple_GetItem(g, 8)),
-        };
-        PyObject *raw = make_record(raw_cls, raw_alloc, items, 14);
-        if (raw == NULL) {
-            goto error;
-        }
-        PyObject *row_items[2] = {raw, new_ref(a)};
-        if (objvec_push(&rows, make_record(row_cls, row_alloc, row_items, 2)) < 0) {
-            goto error;
-        }
-    }
-    joined_list = objvec_list(&joined);
+    joined_list = rows_only ? new_ref(Py_None) : objvec_list(&joined);
     rows_list = joined_list == NULL ? NULL : objvec_list(&rows);
     if (rows_list != NULL) {
         result = PyTuple_Pack(2, joined_list, rows_list);

@@ -19,15 +19,16 @@ def paired_tasks(
 def top_down(host: list[Any], device: list[Any], unknown: str, cls: type[Any], /) -> list[Any] | None: ...
 def op_summary(
     ascend: list[Any],
-    ge: dict[Any, list[Any]],
+    ge: list[Any] | tuple[Any, ...],
     hashes: dict[str, str],
     device: int,
     level0: bool,
     printer: tuple[object, ...],
     raw_cls: type[Any],
     row_cls: type[Any],
+    rows_only: bool = False,
     /,
-) -> tuple[list[Any], list[Any]] | None: ...
+) -> tuple[list[Any] | None, list[Any]] | None: ...
 def printed_all(
     values: list[float], text: bool, printer: tuple[object, ...], /
 ) -> tuple[list[str | None], list[int]]: ...

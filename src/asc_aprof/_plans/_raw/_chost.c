@@ -215,6 +215,10 @@ typedef struct {
     ObjVec host_out, ge_out; /* the tables in the making */
     allocfunc host_alloc, ge_alloc;
     int level0, untrack;
+    int keys_only;      /* no host task records: their ids only, checked to come once each */
+    uint64_t *keys;     /* keys_only: each host task's ids packed (see host_key) */
+    Py_ssize_t nkeys, capkeys;
+    int fallback;       /* keys_only: ids too large to pack (the pure loops make the records) */
     Node *nodes;
     Basic *basics;
     Track *tracks;
@@ -514,6 +518,26 @@ emit(Ctx *c, ObjVec *out, PyObject *cls, allocfunc alloc, PyObject **items, Py_s
 static int
 host_task(Ctx *c, Track *t, PyObject *context)
 {
+    if (c->keys_only) {
+        /* (device, stream, task, context; batch 0) in one word: 10, 20, 32 and 1 bits */
+        if (t->device >> 10 || t->stream >> 20 || t->task >> 32) {
+            c->fallback = 1;
+            return -1;
+        }
+        if (c->nkeys == c->capkeys) {
+            size_t cap = c->capkeys ? (size_t)c->capkeys * 2 : 4096;
+            uint64_t *grown;
+            RELEASED_IF(c->capkeys > RELEASE_SECTION, grown = realloc(c->keys, cap * sizeof(uint64_t)));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            c->keys = grown;
+            c->capkeys = (Py_ssize_t)cap;
+        }
+        c->keys[c->nkeys++] = t->device << 53 | t->stream << 33 | t->task << 1 | (context == c->invalid);
+        return 0;
+    }
     PyObject *items[8] = {
         track_obj(t, O_DEVICE), track_obj(t, O_STREAM), track_obj(t, O_TASK), context,
         c->zero, t->ttype, t->kname, track_obj(t, O_TS),
@@ -1057,6 +1081,9 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     for (Py_ssize_t i = 0; i < npairs; i++) {
         RELEASE_POINT(i, RELEASE_OBJECTS);
         if (add(c, c->tracks + pairs[2 * i], pairs[2 * i + 1]) < 0) {
+            if (c->fallback) {
+                rc = FALLBACK;
+            }
             goto done;
         }
     }
@@ -1115,20 +1142,43 @@ source(PyObject *obj, Py_ssize_t size, Source *src)
 }
 
 PyDoc_STRVAR(host_tables_doc,
-             "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, /)\n--\n\n"
+             "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, keys_only=False, /)\n"
+             "--\n\n"
              "The host tasks and GE tasks of a run as two lists (see asc_aprof._plans._raw._host), or None\n"
              "when a record is not what the decoders make. apis, basics and tracks are lists of\n"
              "records or their files' contents, bytes or a memory map (checked records, read in\n"
-             "place).");
+             "place). keys_only: no host task is made (the first list is empty), their ids are\n"
+             "only checked to come once each; None where two have the same.");
+
+static int
+u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Whether a key comes twice (the keys sorted in place, with the GIL released). */
+static int
+twice(uint64_t *keys, Py_ssize_t n)
+{
+    int found = 0;
+    Py_BEGIN_ALLOW_THREADS
+    qsort(keys, (size_t)n, sizeof(uint64_t), u64_cmp);
+    for (Py_ssize_t i = 1; i < n && !found; i++) {
+        found = keys[i] == keys[i - 1];
+    }
+    Py_END_ALLOW_THREADS
+    return found;
+}
 
 static PyObject *
 host_tables(PyObject *self, PyObject *args)
 {
     PyObject *apis, *basics, *tensors, *tracks, *lookups;
-    int level0, all_export;
+    int level0, all_export, keys_only = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOppO:host_tables", &apis, &basics, &tensors, &tracks, &level0, &all_export,
-                          &lookups)) {
+    if (!PyArg_ParseTuple(args, "OOOOppO|p:host_tables", &apis, &basics, &tensors, &tracks, &level0,
+                          &all_export, &lookups, &keys_only)) {
         return NULL;
     }
     if (!PyTuple_Check(lookups) || PyTuple_Size(lookups) != L_COUNT) {
@@ -1154,6 +1204,8 @@ host_tables(PyObject *self, PyObject *args)
     }
     c.level0 = level0;
     c.untrack = 1;
+    c.keys_only = keys_only;
+
     c.host_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_HOST_TASK], Py_tp_alloc);
     c.ge_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_GE_TASK], Py_tp_alloc);
     if (c.host_alloc == NULL || c.ge_alloc == NULL) {
@@ -1168,6 +1220,9 @@ host_tables(PyObject *self, PyObject *args)
     PyObject *result = NULL;
     if (c.zero && c.keep) {
         int rc = tables(&c, &api_src, &basic_src, tensors, &track_src, all_export);
+        if (rc == 0 && keys_only && twice(c.keys, c.nkeys)) {
+            rc = FALLBACK; /* two host tasks of one id: the pure loops make them, _run declines */
+        }
         if (rc == 0) {
             PyObject *host_out = objvec_list(&c.host_out);
             PyObject *ge_out = host_out == NULL ? NULL : objvec_list(&c.ge_out);
@@ -1184,6 +1239,7 @@ host_tables(PyObject *self, PyObject *args)
     }
     objvec_clear(&c.host_out);
     objvec_clear(&c.ge_out);
+    FREE_RELEASED(c.keys);
     Py_XDECREF(c.zero);
     Py_XDECREF(c.keep);
     return result;

@@ -11,6 +11,7 @@ def host_tables(
     level0: bool,
     all_export: bool,
     lookups: tuple[object, ...],
+    keys_only: bool = False,
     /,
 ) -> tuple[list[object], list[object]] | None: ...
 def in_place(data: bytes | mmap.mmap, size: int, api: bool, /) -> bool: ...

@@ -116,6 +116,8 @@ class HostTables:
 
     host_tasks: list[HostTask]
     ge_tasks: list[GeTask]
+    #: False: no host task was made (``host_tables(..., host_tasks=False)``), their ids checked only
+    with_host_tasks: bool = True
 
 
 # -- the event tree ---------------------------------------------------------------------------
@@ -532,12 +534,21 @@ def _tracks(records: HostRecords, all_export: bool) -> list[_Track]:
 
 
 def host_tables(
-    records: HostRecords, *, level0: bool, all_export: bool, accelerated: bool | None = None
+    records: HostRecords,
+    *,
+    level0: bool,
+    all_export: bool,
+    accelerated: bool | None = None,
+    host_tasks: bool = True,
 ) -> HostTables:
     """The host tasks and GE tasks of a run (every device).
 
     *accelerated*: whether to use the C loops (None: :func:`accelerated_default`); they give the
     pure loops' tables and errors, and leave records the decoders would not make to them.
+    *host_tasks*: ``False`` lets the C loops make no host task (``HostTables.with_host_tasks``):
+    only the GE tasks, where nothing but op_summary's rows is read; they still check that no
+    two host tasks have the same ids (else the pure loops make every one, and the caller
+    declines the run as it would).
     """
     if accelerated is None:
         accelerated = accelerated_default()
@@ -555,9 +566,10 @@ def host_tables(
             level0,
             all_export,
             _c_lookups(records),
+            not host_tasks,
         )
         if found is not None:
-            return HostTables(found[0], found[1])
+            return HostTables(found[0], found[1], host_tasks)
     return _host_tables_py(records, level0=level0, all_export=all_export)
 
 

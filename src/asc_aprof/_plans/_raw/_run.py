@@ -28,7 +28,7 @@ import decimal
 import math
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
 
 from ..._model._chips import rated_aic_mhz
@@ -867,12 +867,21 @@ class _Row(NamedTuple):
     ascend: _Ascend
 
 
-#: The device task of every row of a device that kept its rows only (see keep_rows_only).
-_GONE: Final = _Ascend(-1, -1, -1, -1, -1.0, -1.0, UNKNOWN, UNKNOWN, 0, 0)
+class WholeDecodeNeeded(Exception):
+    """A lean decode (:func:`decode_run`'s *lean*) let go of what it turns out to need: no
+    device has an op_summary row (task_time stands in then), or a level-1 GE task's type is
+    ``N/A`` (the level-0 join would type its row). Decode again with ``lean=False``: neither
+    is seen in real level-1 runs, and runs without a kernel row are small."""
 
 
 class _Device:
-    """One device's exported rows: op_summary at once, task_time when asked."""
+    """One device's exported rows: op_summary at once, task_time when asked.
+
+    With *rows_only* (only op_summary's rows will be read, none of them ``N/A``), the rows are the
+    bare :class:`RawTask` records, and all else is let go once they are made (the host tasks
+    before, by :func:`_device`): no pair or wrapper per row, so the next device reuses the memory.
+    Otherwise each row is a :class:`_Row` (its device task beside it) and everything is kept.
+    """
 
     def __init__(
         self,
@@ -883,6 +892,8 @@ class _Device:
         ge_tasks: list[GeTask],
         hashes: Mapping[str, str],
         level0: bool,
+        *,
+        rows_only: bool = False,
     ) -> None:
         self.dev = dev
         self.clock = clock
@@ -891,12 +902,20 @@ class _Device:
         self.ge_tasks = ge_tasks  # the device's GE tasks, in order (see :attr:`ge`)
         self._ge: dict[tuple[int, int, int, int], list[GeTask]] | None = None
         self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
-        self.op_rows = self._op_summary(hashes, level0)
+        self.rows_only = rows_only
+        #: op_summary's rows: RawTask records with rows_only, else _Row records
+        self.op_rows: list[Any] = self._op_summary(hashes, level0)
         self.pmu: _PmuSource | None = None
         self.clocks = ClockTable()
         self._types: dict[int, tuple[str, str]] | None = None
         self._kept_groups: dict[tuple[int, int, int], list[_Ascend]] | None = None
-        self._rows_only = False  # see keep_rows_only
+        if rows_only:
+            # (in steps: see ._chunked)
+            empty(self.joined, self.ascend, self.host, self.ge_tasks, self._ge)
+
+    def raw(self, row: Any) -> RawTask:
+        """The RawTask of one of :attr:`op_rows`."""
+        return row if self.rows_only else row[0]  # type: ignore[no-any-return]
 
     @property
     def ge(self) -> dict[tuple[int, int, int, int], list[GeTask]]:
@@ -907,10 +926,11 @@ class _Device:
             self._ge = _ge_index(self.ge_tasks, self.dev.device)
         return self._ge
 
-    def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[_Row]:
+    def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[Any]:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
+        rows_only = self.rows_only
         if (c := _accelerated()) is not None and isinstance(hashes, dict):
-            fast: tuple[list[tuple[_Ascend, GeTask]], list[_Row]] | None = c.op_summary(
+            fast: tuple[list[tuple[_Ascend, GeTask]] | None, list[Any]] | None = c.op_summary(
                 self.ascend,
                 self.ge_tasks,
                 hashes,
@@ -919,9 +939,10 @@ class _Device:
                 self.clock.c_printer(),
                 RawTask,
                 _Row,
+                rows_only,
             )
             if fast is not None:
-                self.joined = fast[0]
+                self.joined = fast[0] or []
                 return fast[1]
         joined: list[tuple[_Ascend, GeTask]] = []
         ge = self.ge
@@ -936,8 +957,9 @@ class _Device:
         _check_ties([a.start for a, _ in joined], self.dev.folder, "op_summary")
         # The exporter sorts these rows by start; self.ascend is in start order already (a
         # stable sort), so joined is too, and sorting it again would keep every row in place.
-        self.joined = joined
-        rows: list[_Row] = []
+        if not rows_only:
+            self.joined = joined
+        rows: list[Any] = []
         append = rows.append
         clock = self.clock
         kept = clock.kept_ns
@@ -972,21 +994,8 @@ class _Device:
                     None if level0 else g.mix_block_num,
                 ),
             )
-            append(_new(_Row, (raw, a)))
+            append(raw if rows_only else _new(_Row, (raw, a)))
         return rows
-
-    def keep_rows_only(self) -> None:
-        """Where only op_summary's rows will be read (no task_time, no counters): lets go of all
-        else the device holds, so that the next device reuses its memory, unless the rows may
-        still need the level-0 join (a type ``N/A``; or no row at all: task_time stands in)."""
-        rows = self.op_rows
-        if not rows or any(row.raw.csv_type == NA for row in rows):
-            return
-        self._rows_only = True
-        empty(self.joined, self.ascend, self.host, self.ge_tasks, self._ge)  # (in steps: see ._chunked)
-        # the rows' device tasks too, a row at a time (a bytecode each: no big free at once)
-        for at, row in enumerate(rows):
-            rows[at] = _new(_Row, (row[0], _GONE))  # _Row(row.raw, _GONE), built in C
 
     def dispose(self) -> None:
         """Empties the big containers in steps (see :mod:`._chunked`); the device is unusable after."""
@@ -997,7 +1006,7 @@ class _Device:
         """The tasks task_time lists, by (stream, task, batch): every one the device ran, except
         that a task with FFTS+ contexts above 0 is left out and of a MIX task (contexts "invalid"
         and 0) only context 0 is kept, as the exporter's task_time view does."""
-        assert not self._rows_only, "the device kept its op_summary rows only"
+        assert not self.rows_only, "the device kept its op_summary rows only"
         if self._kept_groups is None:
             ran = [a for a in self.ascend if a.device_type != UNKNOWN]
             groups: dict[tuple[int, int, int], list[_Ascend]] = {}
@@ -1016,7 +1025,7 @@ class _Device:
 
     def task_time_cells(self) -> dict[int, tuple[str, str]]:
         """Per listed device task (by identity): task_time's (kernel_name, kernel_type)."""
-        assert not self._rows_only, "the device kept its op_summary rows only"
+        assert not self.rows_only, "the device kept its op_summary rows only"
         if self._types is None:
             ge_info = {k: v[-1] for k, v in self.ge.items()}
             names = {
@@ -1178,7 +1187,7 @@ class _PmuSource(NamedTuple):
 def _device_pmu(out: _Device, files: Mapping[str, RawData], *, verified_only: bool) -> PmuTable:
     """*out*'s PMU cells (see :func:`._pmu.device_cells`)."""
     dev, source = out.dev, out.pmu
-    assert source is not None and not out._rows_only
+    assert source is not None and not out.rows_only
     expanded = source.expanded
 
     def unpack(stream: int, task: int) -> tuple[int, int]:
@@ -1236,11 +1245,11 @@ def _kept(paths: Iterable[str]) -> None:
 
 def _releaser(files: Mapping[str, RawData], consume: bool) -> _Release:
     """What takes the data of files the decode is done with out of *files* (with *consume*; a
-    dict): the last reference to a file's data, its memory goes back then (a map's with the GIL
-    released), not only after the whole decode."""
+    mutable mapping, whose ``pop`` forgets a file): the last reference to a file's data, its
+    memory goes back then (a map's with the GIL released), not only after the whole decode."""
     if not consume:
         return _kept
-    assert isinstance(files, dict)
+    assert isinstance(files, MutableMapping)
 
     def release(paths: Iterable[str]) -> None:
         for path in paths:
@@ -1262,9 +1271,13 @@ def _device(
     check_info: Callable[[Mapping[str, object], str], None],
     release: _Release = _kept,
     lean: bool = False,
+    with_host: bool = True,
 ) -> _Device:
     """*dev*'s rows, of its *host* and *ge_tasks* (its own lists: emptied with the device).
-    *lean*: only op_summary's rows will be read (see :meth:`_Device.keep_rows_only`)."""
+    *lean*: only op_summary's rows will be read: unless a GE task's type is ``N/A`` (the
+    level-0 join would need the rest), the device keeps its rows only (``_Device.rows_only``).
+    *with_host*: ``False`` where the host tasks were not made (*host* is empty; their ids were
+    checked): only op_summary's rows can be made then, nothing that reads the host tasks."""
     folder = dev.folder
     info = json_object(files[dev.info], f"{folder}/info.json")
     check_info(info, folder)
@@ -1305,12 +1318,21 @@ def _device(
                     )
     ascend = _top_down(host, device_tasks, folder)
     empty(device_tasks)  # (freed in steps: see ._chunked)
-    out = _Device(dev, clock, ascend, host, ge_tasks, hashes, level0)
+    rows_only = lean and not _any_unknown_type(ge_tasks)
+    if not rows_only and not with_host:
+        raise WholeDecodeNeeded  # (N/A types at level 1: rare)
+    if rows_only:
+        empty(host)  # (op_summary reads the GE tasks; nothing reads the host tasks after it)
+    out = _Device(dev, clock, ascend, host, ge_tasks, hashes, level0, rows_only=rows_only)
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     out.clocks = clocks
-    if lean:
-        out.keep_rows_only()  # before the next device's are made
     return out
+
+
+def _any_unknown_type(ge_tasks: Sequence[GeTask]) -> bool:
+    """Whether a GE task's type is ``N/A`` (an op_summary row of it would need the level-0 join).
+    (A generator: bytecode at each step, where the interpreter can switch threads.)"""
+    return any(g[6] == NA for g in ge_tasks)  # (task_type)
 
 
 def _clock_table(
@@ -1446,7 +1468,10 @@ def _outputs(
     host.tensors = header_records(slices("tensor_info"), "tensor_info")
     if host_sample is not None and not level0 and not host.has("node_basics") and host.has("apis"):
         raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
-    tables = host_tables(host, level0=level0, all_export=all_export)
+    # Where only op_summary's rows are read and their types are known (level 1), the host tasks
+    # are not needed (see _Device), only checked: not made at all.
+    tables = host_tables(host, level0=level0, all_export=all_export, host_tasks=not lean or level0)
+    with_host = tables.with_host_tasks
     # its records are in the tables now (freed in steps: see ._chunked)
     empty(host.apis, host.node_basics, host.tensors, host.contexts, host.tracks)
     del host
@@ -1469,6 +1494,7 @@ def _outputs(
             check_info=check_info,
             release=release,
             lean=lean,
+            with_host=with_host,
         )
         for dev, (host, ge_tasks) in zip(devices, own, strict=True)
     ]
@@ -1517,19 +1543,24 @@ def decode_run(
     with_task_time: bool = False,
     with_counters: bool = False,
     consume: bool = False,
+    lean: bool = False,
 ) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
 
     *with_task_time*: also give every task_time row (``RawResult.task_time``); *with_counters*:
     the PMU counters op_summary would print (``RawResult.counters``, aligned with the tasks).
-    *consume*: *files* is a dict handed over; the decode takes out each big file it is done with
+    *consume*: *files* is a mutable mapping handed over; the decode takes out each big file it is done with
     (host data, a device's task logs), so their memory goes back while the rest is decoded.
+    *lean*: where neither is asked for, the host tasks are not made (level 1) and each device
+    keeps its op_summary rows only (see :class:`_Device`): a fraction of the memory, and
+    :class:`WholeDecodeNeeded` where that was not enough (decode again without).
 
     :raises DeclinedError: for anything not verified against the real exporter
+    :raises WholeDecodeNeeded: with *lean*, rarely
     """
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     _check_sample_devices(plan, files)
-    lean = not with_task_time and not with_counters
+    lean = lean and not with_task_time and not with_counters
     outputs, level0 = _outputs(plan, files, _releaser(files, consume), lean=lean)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
@@ -1550,6 +1581,8 @@ def _result(
         _check_limit(out.op_rows, out.dev.folder, "op_summary")
     op_rows = any(out.op_rows for out in outputs)
     task_time: tuple[RawTask, ...] | None = None
+    if not op_rows and any(out.rows_only for out in outputs):
+        raise WholeDecodeNeeded  # (task_time stands in: see there)
     if with_task_time or not op_rows:
         per_device = [out.task_time_rows() for out in outputs]
         for out, rows in zip(outputs, per_device, strict=True):
@@ -1666,7 +1699,8 @@ def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join 
     threads between their steps, see :mod:`._chunked`.)
     """
     rows = sum(len(out.op_rows) for out in outputs)
-    unknown = sum(row.raw.csv_type == NA for out in outputs for row in out.op_rows)
+    # (a device that kept its rows only has no N/A row)
+    unknown = sum(row.raw.csv_type == NA for out in outputs if not out.rows_only for row in out.op_rows)
     if unknown and unknown != rows:
         # The library decides per CSV batch whether to join: mixed files depend on chunking.
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
@@ -1676,9 +1710,12 @@ def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join 
     typed = nearest = 0
     for device in outputs:
         if not unknown:
+            bare = device.rows_only
             for row in device.op_rows:
-                joined[at] = row.raw
+                joined[at] = row if bare else row[0]  # (the RawTask)
                 at += 1
+            continue
+        if device.rows_only:  # (no N/A row: none at all, or the mix was declined above)
             continue
         found_types, device_nearest = device.joined_types(device.op_rows)
         nearest += device_nearest
