@@ -301,7 +301,7 @@ async def measure_memory(mode: str, root: Path, run_id: str) -> dict[str, Any]:
     if mode == "read_run":
 
         async def decode() -> int:
-            outcome = read_run(root / run_id)  # blocking on purpose: the decode's own peak
+            outcome = read_run(root / run_id, packed=True)  # blocking on purpose: the decode's own peak
             assert isinstance(outcome, RawResult), outcome
             return len(outcome.tasks)
 
@@ -575,7 +575,7 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
             fmt_s(stream["seconds"]),
         ],
         [
-            "attribution: `_raw.read_run(run_dir)` alone (blocking; the RawResult kept)",
+            "attribution: `_raw.read_run(run_dir, packed=True)` alone (blocking; the RawResult kept)",
             fmt_mb(decode["growth_bytes"]),
             f"{decode['growth_bytes'] / n:.0f} B",
             fmt_mb(decode["base_bytes"]),
@@ -607,29 +607,27 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
         "inside the running event loop), each in a fresh interpreter."
     )
     section.notes.append(
-        "What the raw path holds (from the code): `_runs._raw_files._files` reads the files of the "
-        "run's `RunPlan.wanted` (without counters not the `ffts_profile` slices) before anything is "
-        "decoded, big record files into anonymous memory maps; `decode_run(..., consume=True)` lets "
-        "go of each once decoded (the host data slices once the host tables are made, a device's "
-        "`stars_soc` and `ts_track` once that device is decoded), and where only op_summary's rows "
-        "are read (no counters, no task_time, no level-0 join) each device keeps its rows only "
-        "before the next one is decoded (`_Device.keep_rows_only`). The whole run's `RawTask` tuple "
-        "(`RawResult.tasks`) is still built before the first task is given: `AsyncRun.batches` "
-        "(what `iter_tasks()` and `AsyncRun.tasks()` iterate) awaits the whole read, then makes the "
-        "public `ProfilingTask` records 2,048 at a time (`_raw_batches(raw, ASYNC_TASK_SLICE)`), "
-        "each slice freed once consumed, and frees the `RawTask` records a slice at a time at the end "
-        "(`_drive.release`). So the peak is the decode's (the `read_run` row): the second device's "
-        "decode while the first one's rows are held, or the C host tables' scratch arrays while "
-        "every device's task log is held, about equal at this size."
+        "What the raw path holds (from the code): `_runs._raw_files._run_files` reads the run's "
+        "metadata and host data before the decode, each device's task logs (`stars_soc`, "
+        "`ts_track`; `ffts_profile` only with counters) when that device is decoded, big record "
+        "files into anonymous memory maps; `decode_run(..., consume=True)` lets go of each once "
+        "decoded. Where only op_summary's rows are read (no counters, no task_time) the decode is "
+        "lean: at level 1 the C host loops make no host task (they only check that no two share "
+        "their ids), each device keeps its rows only, and `iter_tasks()` asks for them packed "
+        "(`PackedRows`, 88 bytes a row, `decode_run(..., packed=True)`), from which "
+        "`AsyncRun.batches` makes the public records 2,048 at a time. So the peak is the decode's: "
+        "the host tables' scratch arrays and GE task records while the host files are still held, "
+        "or one device's task records while they are paired and joined."
     )
     if growth >= MEMORY_GOAL:
         section.analysis.append(
             f"iter_tasks(): {fmt_mb(growth)} peak growth, {fmt_mb(growth - MEMORY_GOAL)} over the 100 MB "
             f"target; `read_run` alone peaks at {fmt_mb(decode['growth_bytes'])}, and the raw files it "
-            f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run design (every "
-            "slice read before the decode, every task decoded before the first is given): staying "
-            "under 100 MB at this size needs a per-slice (streaming) decode with a compact host "
-            "index, not a smaller public slice."
+            f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run decode (every "
+            "task decoded before the first is given, so that a decline is known first): the host "
+            "call tree's scratch arrays and a Python record per GE task and per device task. Staying "
+            "under 100 MB at this size needs the host walk and the device pairing and join to work "
+            "on slices in C, not a smaller public slice."
         )
 
 

@@ -244,6 +244,7 @@ class _Stub:
             )
             for stream, task, start in ops
         ]
+        self.row_records = self.op_rows
 
     def task_time_cells(self) -> dict[int, tuple[str, str]]:
         return self.cells

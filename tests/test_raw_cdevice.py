@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given
 from hypothesis import strategies as st
 
 from asc_aprof._plans._raw import _accel, _run
 from asc_aprof._plans._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
 from asc_aprof._plans._raw._host import GeTask, HostTask
 from asc_aprof._plans._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
-from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._plans._raw._types import DeclinedError, PackedRows
 
 from .test_raw_fastpaths import OFFSETS as FASTPATH_OFFSETS
 from .test_raw_fastpaths import clock
@@ -62,6 +62,9 @@ def exact(value: object) -> object:
     if isinstance(value, tuple | list):
         return (type(value).__name__, [exact(v) for v in value])
     return value
+
+
+needs_c = pytest.mark.skipif(_accel.C is None, reason="the optional C extension _cdevice is not built")
 
 
 def same(call: Callable[[], object]) -> None:
@@ -283,6 +286,7 @@ def op_rows(
 ) -> tuple[list[Any], list[Any]]:
     hashes = {"h1": "hashed_name"}
     out = _Device(PLAN, clock(offset, begin), list(ascend), [], list(ge), hashes, level0, rows_only=rows_only)
+    assert isinstance(out.op_rows, list)  # (not packed)
     return out.joined, out.op_rows
 
 
@@ -335,6 +339,17 @@ def test_op_summary_rows_equal_the_pure_rows(
         except (DeclinedError, ArithmeticError):  # (declined alike: compared above)
             return
         assert joined == [] and exact(bare) == exact([row.raw for row in wrapped])
+        # packed (C only): the same records, made from the packed rows, and their public ones
+        out = _Device(
+            PLAN, clock(offset, begin), list(ascend), [], list(ge), {"h1": "hashed_name"}, level0, packed=True
+        )
+        packed = out.op_rows
+        event(f"packed: {isinstance(packed, PackedRows)}, rows: {min(len(bare), 2)}")
+        if isinstance(packed, PackedRows):
+            assert exact(packed.records(0, len(packed))) == exact(bare)
+            assert packed.records(0, len(packed), public=True) == [raw.task() for raw in bare]
+        else:  # (a value with no packed form: the records themselves)
+            assert exact(packed) == exact(bare)
 
 
 # -- one device's host records --------------------------------------------------------------------------
@@ -370,3 +385,42 @@ def records_hash_alike() -> int:
         assert [hash(r) for r in fast] == [hash(r) for r in pure] and len(set(fast)) == len(fast)
     assert _accel.C is not None
     return int(_accel.C.RECORDS_VIA_NEW)
+
+
+@needs_c
+@pytest.mark.parametrize("level0", [False, True])
+def test_packed_rows_are_the_rows_records(level0: bool) -> None:
+    # A device of 3,000 kernels (several packed slices): the packed rows make the records the
+    # unpacked op_summary makes, one at a time, by slices and iterated, and their public ones.
+    offset = float("1784171285670891") - float("76274796599930") / 1000.0
+    ascend = [
+        _run._Ascend(
+            1, t, INVALID_CONTEXT, 0, 8.0e13 + 500.25 * t, 1000.0 + t, "KERNEL", "AI_CORE", 10 + t, 20 + t
+        )
+        for t in range(3000)
+    ]
+    ge = [
+        GeTask(0, 1, t, INVALID_CONTEXT, 0, "h1" if t % 2 else f"op{t % 7}", "AI_CORE", 8, 16)
+        for t in range(3000)
+    ]
+    hashes = {"h1": "hashed_name"}
+    bare = _Device(PLAN, clock(offset), list(ascend), [], list(ge), hashes, level0, rows_only=True).op_rows
+    packed = _Device(PLAN, clock(offset), list(ascend), [], list(ge), hashes, level0, packed=True).op_rows
+    assert isinstance(packed, PackedRows) and len(bare) == len(packed) == 3000
+    assert exact(list(packed)) == exact(bare)
+    assert exact(packed[1234]) == exact(bare[1234]) and exact(packed[-1]) == exact(bare[-1])
+    assert exact(packed[2040:2060]) == exact(tuple(bare[2040:2060])) and packed[5:5] == ()
+    assert packed.records(100, 2200, public=True) == [raw.task() for raw in bare[100:2200]]
+    with pytest.raises(IndexError):
+        packed[3000]
+    both = PackedRows([*packed._parts, *packed._parts])  # (devices after each other)
+    assert len(both) == 6000 and exact(both.records(2990, 3010)) == exact([*bare[2990:], *bare[:10]])
+
+
+@needs_c
+def test_a_value_with_no_packed_form_gives_the_records() -> None:
+    offset = float("1784171285670891") - float("76274796599930") / 1000.0
+    ascend = [_run._Ascend(1, 7, INVALID_CONTEXT, 0, 8.0e13, 1000.0, "K", "AI_CORE", 2**64 + 5, 20)]
+    ge = [GeTask(0, 1, 7, INVALID_CONTEXT, 0, "op", "AI_CORE", 8, 16)]
+    rows = _Device(PLAN, clock(offset), list(ascend), [], list(ge), {}, False, packed=True).op_rows
+    assert isinstance(rows, list) and rows[0].start_cycles == 2**64 + 5

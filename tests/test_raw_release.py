@@ -6,6 +6,7 @@ decoded."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import mmap
 import sys
@@ -21,7 +22,7 @@ from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
 from asc_aprof._cann._files import RunFolder
 from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _host, _run
 from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
-from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._plans._raw._types import DeclinedError, PackedRows
 from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
@@ -447,3 +448,25 @@ def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
         assert sorted(files) == sorted(set(plan.wanted) - {logs[1]})
         with pytest.raises(KeyError):
             files[logs[1]]
+
+
+@pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
+def test_a_packed_read_gives_the_same_tasks(accelerated: bool) -> None:
+    # packed=True (what iter_tasks() reads with): the tasks packed where the C loops pack them
+    # (runs whose op_summary types are known: no N/A row), each the record of the unpacked read, and
+    # their public records equal; everything else of the result equal too.
+    packed_runs = 0
+    for name in real_run_names():
+        (run_dir,) = (REAL_RUNS / name).glob("PROF_*")
+        plain, packed = read_run(run_dir), read_run(run_dir, packed=True)
+        if not isinstance(plain, RawResult):
+            assert packed == plain, name
+            continue
+        assert isinstance(packed, RawResult), name
+        if isinstance(packed.tasks, PackedRows):
+            packed_runs += 1
+        assert tuple(packed.tasks) == plain.tasks and repr(tuple(packed.tasks)) == repr(plain.tasks), name
+        assert packed.profiling_tasks() == plain.profiling_tasks(), name
+        assert packed.profiling_tasks(1, 3) == plain.profiling_tasks(1, 3), name
+        assert dataclasses.replace(packed, tasks=plain.tasks) == plain, name
+    assert (packed_runs > 0) is accelerated

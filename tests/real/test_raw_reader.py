@@ -342,7 +342,7 @@ def test_msprof_reader_never_reads_raw_in_profile(
 
     calls: list[Path] = []
 
-    def spy(run_dir: Path, *, counters: bool = False) -> Declined:
+    def spy(run_dir: Path, **_: object) -> Declined:
         calls.append(run_dir)
         return Declined(DeclineReason.NOT_A_RUN, "spy")
 

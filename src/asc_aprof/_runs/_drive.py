@@ -44,7 +44,7 @@ def perform(step: Step) -> Any:
     if isinstance(step, ReadRaw):
         if step.checked:
             check_tree(step.run_dir)
-        return read_run(step.run_dir, counters=step.counters)
+        return read_run(step.run_dir, counters=step.counters, packed=step.packed)
     if isinstance(step, Export):
         with exporting(step.run_dir):
             if step.started is not None:
@@ -90,7 +90,9 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
-        return await read_run_async(step.run_dir, counters=step.counters, checked=step.checked)
+        return await read_run_async(
+            step.run_dir, counters=step.counters, checked=step.checked, packed=step.packed
+        )
     if isinstance(step, Export):
         # The run's slot first: waiting for another export of it must not hold a limiter token.
         async with exporting_async(step.run_dir), limiter or contextlib.nullcontext():

@@ -321,18 +321,24 @@ def _read_mapped(stream: io.FileIO, size: int) -> RawData:
 
 
 def read_run(
-    run_dir: str | os.PathLike[str], *, with_task_time: bool = False, counters: bool = False
+    run_dir: str | os.PathLike[str],
+    *,
+    with_task_time: bool = False,
+    counters: bool = False,
+    packed: bool = False,
 ) -> RawResult | Declined:
     """Read run *run_dir* natively, or say why not (blocking; milliseconds for thousands of tasks).
 
     *with_task_time*: also give every row of the task_time CSV (``RawResult.task_time``);
-    *counters*: also the PMU counters (``RawResult.counters``; declined where not verified).
+    *counters*: also the PMU counters (``RawResult.counters``; declined where not verified);
+    *packed*: the tasks may come as :class:`~asc_aprof._plans._raw.PackedRows` (a fifth of the
+    memory; each record made when asked for), for a reader that takes them a slice at a time.
     """
     path = Path(run_dir)
     try:
         try:
-            return _read_run(path, with_task_time, counters, lean=True)
-        except WholeDecodeNeeded:  # (a run without a kernel row: small)
+            return _read_run(path, with_task_time, counters, lean=True, packed=packed)
+        except WholeDecodeNeeded:  # (rare, see there)
             return _read_run(path, with_task_time, counters, lean=False)
     except DeclinedError as exc:
         return exc.declined
@@ -343,7 +349,9 @@ def read_run(
         return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
 
 
-def _read_run(path: Path, with_task_time: bool, counters: bool, *, lean: bool) -> RawResult:
+def _read_run(
+    path: Path, with_task_time: bool, counters: bool, *, lean: bool, packed: bool = False
+) -> RawResult:
     with RunFolder(path) as folder:
         # The metadata and host data are read before the pause (a read that blocks, and a
         # cancelled read_run_async abandons, must not keep the collector off for the whole
@@ -352,7 +360,13 @@ def _read_run(path: Path, with_task_time: bool, counters: bool, *, lean: bool) -
         with _decoding():
             # (handed over: the decode drops each file it is done with)
             return decode_run(
-                plan, files, with_task_time=with_task_time, with_counters=counters, consume=True, lean=lean
+                plan,
+                files,
+                with_task_time=with_task_time,
+                with_counters=counters,
+                consume=True,
+                lean=lean,
+                packed=packed,
             )
 
 
@@ -372,7 +386,7 @@ def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> E
 
 
 async def read_run_async(
-    run_dir: str | os.PathLike[str], *, counters: bool = False, checked: bool = False
+    run_dir: str | os.PathLike[str], *, counters: bool = False, checked: bool = False, packed: bool = False
 ) -> RawResult | Declined:
     """:func:`read_run` in a worker thread, so the event loop never waits on it; with *checked*,
     :func:`~asc_aprof._cann._files.check_tree` first, in the same thread.
@@ -380,14 +394,14 @@ async def read_run_async(
     Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
     """
     return await anyio.to_thread.run_sync(
-        functools.partial(_checked_read if checked else read_run, run_dir, counters=counters),
+        functools.partial(_checked_read if checked else read_run, run_dir, counters=counters, packed=packed),
         abandon_on_cancel=True,
     )
 
 
-def _checked_read(run_dir: str | os.PathLike[str], *, counters: bool) -> RawResult | Declined:
+def _checked_read(run_dir: str | os.PathLike[str], *, counters: bool, packed: bool) -> RawResult | Declined:
     check_tree(Path(run_dir))  # (raises RunFileError: refused, as read_run refuses it)
-    return read_run(run_dir, counters=counters)
+    return read_run(run_dir, counters=counters, packed=packed)
 
 
 def raw_or_fallback(reader: Reader, outcome: RawResult | Declined, run_dir: object) -> RawResult | None:

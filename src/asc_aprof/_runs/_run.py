@@ -151,11 +151,13 @@ def obtain(
     toolkit: Toolkit | Callable[[], Toolkit] | None,
     export_timeout: float | None,
     on_export: Callable[[bool, float], None] | None = None,
+    packed: bool = False,
 ) -> Steps[Obtained]:
     """The reading policy as a plan (see the module doc): the first source that gives the tasks.
 
     *toolkit* is called only when an export is needed (None: no export is possible here);
-    *on_export(finished, seconds)* is told when an export starts and ends.
+    *on_export(finished, seconds)* is told when an export starts and ends; *packed*: raw tasks
+    may come packed (for a caller that takes them a slice at a time, see ``ReadRaw``).
 
     :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined the run
     :raises RunUnreadable: no source gives the tasks (every reason named)
@@ -167,7 +169,7 @@ def obtain(
     if reader is Reader.MSPROF:
         yield Offload(functools.partial(check_tree, run_dir))
     else:
-        outcome: RawResult | Declined = yield ReadRaw(run_dir, counters, checked=True)
+        outcome: RawResult | Declined = yield ReadRaw(run_dir, counters, checked=True, packed=packed)
         if isinstance(outcome, RawResult):
             return Obtained(RunSource.RAW, outcome, (), ())
         if reader is Reader.RAW:
@@ -278,7 +280,7 @@ class _RunBase:
             return None
         return discover_toolkit if self._toolkit is None else self._toolkit
 
-    def _plan(self, counters: bool) -> Steps[Obtained]:
+    def _plan(self, counters: bool, *, packed: bool = False) -> Steps[Obtained]:
         return obtain(
             self.path,
             counters=counters,
@@ -286,6 +288,7 @@ class _RunBase:
             toolkit=self._toolkit_getter(),
             export_timeout=self.export_timeout,
             on_export=self._on_export,
+            packed=packed,
         )
 
     def _learnt(self, found: Obtained) -> Obtained:
@@ -299,10 +302,11 @@ class _RunBase:
 class Run(_RunBase):
     """A run on disk, read by blocking (see :func:`open_run`). Each read applies the policy anew."""
 
-    def obtain(self, *, counters: bool = False) -> Obtained:
-        """The source that gives the run's tasks (the raw tasks, or the CSV files), per policy."""
+    def obtain(self, *, counters: bool = False, packed: bool = False) -> Obtained:
+        """The source that gives the run's tasks (the raw tasks, or the CSV files), per policy
+        (*packed*: raw tasks may come packed, see ``ReadRaw``)."""
         wait_for_export(self.path)
-        return self._learnt(drive(self._plan(counters)))
+        return self._learnt(drive(self._plan(counters, packed=packed)))
 
     def result(self, *, counters: bool = False) -> ProfilingResult:
         """Every task of the run (every device) as one :class:`~asc_aprof.ProfilingResult`.
@@ -321,7 +325,7 @@ class Run(_RunBase):
 
     def batches(self, *, counters: bool = False) -> Iterator[TaskBatch]:
         """The run's tasks in batches as they are read (with their counters when asked)."""
-        found = self.obtain(counters=counters)
+        found = self.obtain(counters=counters, packed=True)  # (public records made per batch)
         if found.raw is not None:
             yield from _raw_batches(found.raw, ASYNC_TASK_SLICE * 16)
             return
@@ -362,10 +366,10 @@ class AsyncRun(_RunBase):
     has no side effect); an export in progress is killed (its process group) and the raw data kept.
     """
 
-    async def obtain(self, *, counters: bool = False) -> Obtained:
+    async def obtain(self, *, counters: bool = False, packed: bool = False) -> Obtained:
         """As :meth:`Run.obtain`, awaited."""
         await wait_for_export_async(self.path)
-        return self._learnt(await drive_async(self._plan(counters)))
+        return self._learnt(await drive_async(self._plan(counters, packed=packed)))
 
     async def result(self, *, counters: bool = False) -> ProfilingResult:
         """As :meth:`Run.result`, awaited: raw tasks become the result's tuple in a worker thread
@@ -395,7 +399,7 @@ class AsyncRun(_RunBase):
     async def batches(self, *, counters: bool = False) -> AsyncGenerator[TaskBatch, None]:
         """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""
         with reading():  # full collector passes held back until the last batch (see drive_async)
-            found = await self.obtain(counters=counters)
+            found = await self.obtain(counters=counters, packed=True)  # (public records made per batch)
             if found.raw is not None:
                 box: list[object] = [found.raw]  # its only holder once the batches are made
                 slices = _raw_batches(found.raw, ASYNC_TASK_SLICE)

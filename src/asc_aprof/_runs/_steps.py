@@ -58,11 +58,13 @@ class ReadRaw:
     """Read *run_dir*'s raw ``PROF_*`` data natively (with the PMU *counters*); the outcome is a
     RawResult or a Declined. With *checked*, the run's tree is checked first, in the same worker
     thread (:func:`~asc_aprof._cann._files.check_tree`: a link or special file raises), which saves
-    the loop a thread round trip per read."""
+    the loop a thread round trip per read. With *packed*, the tasks may come packed
+    (:class:`~asc_aprof._plans._raw.PackedRows`), for a plan that takes them a slice at a time."""
 
     run_dir: Path
     counters: bool = False
     checked: bool = False
+    packed: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

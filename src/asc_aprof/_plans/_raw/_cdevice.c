@@ -1306,20 +1306,285 @@ ge_index_build(GeIndex *x, PyObject *ge, PyObject *device)
 }
 
 PyDoc_STRVAR(op_summary_doc,
-"op_summary(ascend, ge_tasks, hashes, device, level0, printer, raw_cls, row_cls, rows_only=False, /)\n"
+"op_summary(ascend, ge_tasks, hashes, device, level0, printer, raw_cls, row_cls, mode=0, /)\n"
 "--\n\n"
 "_Device._op_summary: (the join of the top-down tasks with their GE tasks as (a, g) pairs,\n"
 "the op_summary rows as row_cls(raw_cls(...), a)); None where the pure code must decide\n"
 "(two rows starting at the same time, a record not of the expected shape). ge_tasks: a list\n"
-"or tuple of GE tasks, indexed here as _run._ge_index indexes device's. rows_only: (None, the\n"
-"rows as bare raw_cls records): neither the pairs nor a wrapper per row is made.");
+"or tuple of GE tasks, indexed here as _run._ge_index indexes device's. mode 1: (None, the\n"
+"rows as bare raw_cls records): neither the pairs nor a wrapper per row is made; mode 2: (None,\n"
+"(capsule, count, strings)), the rows packed (see packed_rows), or None also where a value has\n"
+"no packed form.");
+
+/* -- packed rows -------------------------------------------------------------------------------
+ * A device's op_summary rows as plain C values (88 bytes a row, where a RawTask record and its
+ * fields take some 400): op_summary(..., mode=2) makes them, packed_rows() makes records of a
+ * slice of them. Strings (names, types) are indexes into a list the rows come with. */
+
+typedef struct {
+    int64_t stream, task, batch, start_ns, block, mix;
+    uint64_t start_cycles, end_cycles;
+    double duration, a_duration;
+    uint32_t name, type;
+} Packed;
+
+typedef struct {
+    Packed *rows;
+    Py_ssize_t n, cap;
+} PackedVec;
+
+#define PACKED_CAPSULE "asc_aprof._cdevice.packed"
+
+static void
+packed_capsule_free(PyObject *capsule)
+{
+    PackedVec *v = PyCapsule_GetPointer(capsule, PACKED_CAPSULE);
+    if (v != NULL) {
+        FREE_RELEASED(v->rows, v); /* (a big block: unmapped with the GIL released) */
+    }
+}
+
+/* The row's place at the end of v; NULL with an exception. */
+static Packed *
+packed_push(PackedVec *v)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? (size_t)v->cap * 2 : 1024;
+        Packed *grown;
+        RELEASED_IF(v->cap > RELEASE_SECTION, grown = realloc(v->rows, cap * sizeof(Packed)));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        v->rows = grown;
+        v->cap = (Py_ssize_t)cap;
+    }
+    return v->rows + v->n++;
+}
+
+/* An exact int as int64: 1, 0 where it is not one or does not fit (no exception left). */
+static int
+exact_i64(PyObject *obj, int64_t *out)
+{
+    if (!PyLong_CheckExact(obj)) {
+        return 0;
+    }
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (int64_t)v;
+    return 1;
+}
+
+static int
+exact_u64(PyObject *obj, uint64_t *out)
+{
+    if (!PyLong_CheckExact(obj)) {
+        return 0;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    *out = (uint64_t)v;
+    return 1;
+}
+
+static int
+exact_f64(PyObject *obj, double *out)
+{
+    if (!PyFloat_CheckExact(obj)) {
+        return 0;
+    }
+    *out = PyFloat_AsDouble(obj);
+    return 1;
+}
+
+/* The index of string s in strings (added where new, index: str -> int): 1, 0 where it is not an
+ * exact str, -1 on error. */
+static int
+string_index(PyObject *s, PyObject *strings, PyObject *index, uint32_t *out)
+{
+    if (!PyUnicode_CheckExact(s)) {
+        return 0;
+    }
+    PyObject *found = PyDict_GetItemWithError(index, s);
+    if (found != NULL) {
+        *out = (uint32_t)PyLong_AsLong(found);
+        return 1;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    Py_ssize_t at = PyList_Size(strings);
+    if (at >= (Py_ssize_t)UINT32_MAX) {
+        return 0;
+    }
+    PyObject *number = PyLong_FromSsize_t(at);
+    if (number == NULL || PyDict_SetItem(index, s, number) < 0 || PyList_Append(strings, s) < 0) {
+        Py_XDECREF(number);
+        return -1;
+    }
+    Py_DECREF(number);
+    *out = (uint32_t)at;
+    return 1;
+}
+
+/* Where op_summary(mode=2) keeps its rows. */
+typedef struct {
+    PackedVec *vec;
+    PyObject *strings, *index;
+} PackedOut;
+
+/* One row packed: 1, 0 where a value has no exact packed form (the caller falls back), -1 on
+ * error. name and type borrowed; duration and start_ns new references (released here). */
+static int
+pack_row(PackedOut *out, PyObject *a, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
+         PyObject *start_ns, int level0)
+{
+    Packed row;
+    int ok = exact_i64(PyTuple_GetItem(a, 0), &row.stream) && exact_i64(PyTuple_GetItem(a, 1), &row.task)
+        && exact_i64(PyTuple_GetItem(a, 3), &row.batch) && exact_i64(start_ns, &row.start_ns)
+        && exact_u64(PyTuple_GetItem(a, 8), &row.start_cycles) && exact_u64(PyTuple_GetItem(a, 9), &row.end_cycles)
+        && exact_f64(duration, &row.duration) && exact_f64(PyTuple_GetItem(a, 5), &row.a_duration);
+    if (ok && !level0) {
+        ok = exact_i64(PyTuple_GetItem(g, 7), &row.block) && exact_i64(PyTuple_GetItem(g, 8), &row.mix);
+    }
+    else {
+        row.block = row.mix = 0;
+    }
+    Py_DECREF(duration);
+    Py_DECREF(start_ns);
+    if (!ok) {
+        return 0;
+    }
+    int got = string_index(name, out->strings, out->index, &row.name);
+    if (got > 0) {
+        got = string_index(type, out->strings, out->index, &row.type);
+    }
+    if (got <= 0) {
+        return got;
+    }
+    Packed *at = packed_push(out->vec);
+    if (at == NULL) {
+        return -1;
+    }
+    *at = row;
+    return 1;
+}
+
+PyDoc_STRVAR(packed_rows_doc,
+"packed_rows(rows, strings, device, level0, start, stop, cls, public, /)\n--\n\n"
+"Records of the packed op_summary rows[start:stop] (rows: the capsule op_summary(..., 2) gave;\n"
+"0 <= start <= stop <= their number): raw_cls records (cls(device, stream, task, batch, name,\n"
+"type, type, duration, ns duration, start ns, start cycles, end cycles, block dims)) as the\n"
+"unpacked op_summary makes them, or with public the ProfilingTask records\n"
+"RawResult.profiling_tasks makes of those (cls(task, name, type, duration, device)).");
+
+static PyObject *
+packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *capsule, *strings, *device, *cls;
+    int level0, public;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "OO!OpnnOp:packed_rows", &capsule, &PyList_Type, &strings, &device, &level0,
+                          &start, &stop, &cls, &public)) {
+        return NULL;
+    }
+    PackedVec *v = PyCapsule_GetPointer(capsule, PACKED_CAPSULE);
+    if (v == NULL) {
+        return NULL;
+    }
+    if (start < 0 || stop < start || stop > v->n) {
+        PyErr_SetString(PyExc_ValueError, "packed_rows: needs 0 <= start <= stop <= the rows' number");
+        return NULL;
+    }
+    RecordKind kind;
+    allocfunc alloc = NULL;
+    if (public ? record_kind_init(&kind, cls, 5, "packed_rows: cls") < 0
+               : (alloc = record_alloc(cls, "packed_rows: cls")) == NULL) {
+        return NULL;
+    }
+    Py_ssize_t nstrings = PyList_Size(strings);
+    PyObject *out = PyList_New(stop - start);
+    if (out == NULL) {
+        goto error;
+    }
+    for (Py_ssize_t i = start; i < stop; i++) {
+        RELEASE_POINT(i - start, RELEASE_OBJECTS);
+        const Packed *row = v->rows + i;
+        if (row->name >= nstrings || row->type >= nstrings) {
+            PyErr_SetString(PyExc_ValueError, "packed_rows: strings is not the rows' list");
+            goto error;
+        }
+        PyObject *name = PyList_GetItem(strings, row->name), *type = PyList_GetItem(strings, row->type);
+        PyObject *record;
+        if (public) {
+            PyObject *items[5] = {
+                PyLong_FromLongLong(row->task), new_ref(name), new_ref(type), PyFloat_FromDouble(row->duration),
+                new_ref(device),
+            };
+            for (int j = 0; j < 5; j++) {
+                if (items[j] == NULL) {
+                    for (int k = 0; k < 5; k++) {
+                        Py_XDECREF(items[k]);
+                    }
+                    goto error;
+                }
+            }
+            int untrack = atomic_items(items, 5);
+            record = record_kind_new(&kind, items);
+            if (record != NULL && untrack) {
+                PyObject_GC_UnTrack(record);
+            }
+        }
+        else {
+            PyObject *items[14] = {
+                new_ref(device),
+                PyLong_FromLongLong(row->stream),
+                PyLong_FromLongLong(row->task),
+                PyLong_FromLongLong(row->batch),
+                new_ref(name),
+                new_ref(type),
+                new_ref(type),
+                PyFloat_FromDouble(row->duration),
+                PyFloat_FromDouble(row->a_duration),
+                PyLong_FromLongLong(row->start_ns),
+                PyLong_FromUnsignedLongLong(row->start_cycles),
+                PyLong_FromUnsignedLongLong(row->end_cycles),
+                level0 ? new_ref(Py_None) : PyLong_FromLongLong(row->block),
+                level0 ? new_ref(Py_None) : PyLong_FromLongLong(row->mix),
+            };
+            record = make_record(cls, alloc, items, 14);
+        }
+        if (record == NULL) {
+            goto error;
+        }
+        PyList_SetItem(out, i - start, record);
+    }
+    if (public) {
+        record_kind_clear(&kind);
+    }
+    return out;
+error:
+    Py_XDECREF(out);
+    if (public) {
+        record_kind_clear(&kind);
+    }
+    return NULL;
+}
 
 /* One op_summary row of the pair (a, g) appended to rows (a row_cls(raw, a), or the raw record
- * alone with rows_only), unless the start filter drops it: 0, or -1 on error. */
+ * alone with rows_only) or, given packed, packed there, unless the start filter drops it: 0; 1
+ * where a packed row's value has no packed form; -1 on error. */
 static int
 op_row(PyObject *a, PyObject *g, PyObject *device, PyObject *hashes, int level0, const Printer *p,
        PyObject *raw_cls, allocfunc raw_alloc, PyObject *row_cls, allocfunc row_alloc, int rows_only,
-       ObjVec *rows)
+       ObjVec *rows, PackedOut *packed)
 {
     PyObject *a_duration = PyTuple_GetItem(a, 5);
     double dur_ns = PyFloat_AsDouble(a_duration);
@@ -1353,6 +1618,10 @@ op_row(PyObject *a, PyObject *g, PyObject *device, PyObject *hashes, int level0,
         name = op_name;
     }
     PyObject *type = PyTuple_GetItem(g, 6);
+    if (packed != NULL) {
+        int got = pack_row(packed, a, g, name, type, duration, start_ns, level0);
+        return got < 0 ? -1 : got == 0 ? 1 : 0; /* 1: not packable (the caller falls back) */
+    }
     PyObject *items[14] = {
         new_ref(device),
         new_ref(PyTuple_GetItem(a, 0)),
@@ -1384,12 +1653,16 @@ static PyObject *
 op_summary(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *ascend, *ge, *hashes, *device, *printer_obj, *raw_cls, *row_cls;
-    int level0, rows_only = 0;
-    if (!PyArg_ParseTuple(args, "O!OO!OpO!OO|p:op_summary", &PyList_Type, &ascend, &ge, &PyDict_Type,
-                          &hashes, &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls, &row_cls,
-                          &rows_only)) {
+    int level0, mode = 0;
+    if (!PyArg_ParseTuple(args, "O!OO!OpO!OO|i:op_summary", &PyList_Type, &ascend, &ge, &PyDict_Type,
+                          &hashes, &device, &level0, &PyTuple_Type, &printer_obj, &raw_cls, &row_cls, &mode)) {
         return NULL;
     }
+    if (mode < 0 || mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "op_summary: mode is 0, 1 or 2");
+        return NULL;
+    }
+    int rows_only = mode > 0;
     if (!PyList_Check(ge) && !PyTuple_Check(ge)) {
         PyErr_SetString(PyExc_TypeError, "op_summary: ge_tasks must be a list or tuple");
         return NULL;
@@ -1409,6 +1682,18 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     PyObject *result = NULL, *joined_list = NULL, *rows_list = NULL;
     ObjVec joined = {NULL, 0, 0}, rows = {NULL, 0, 0};
     GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
+    PackedOut packed = {NULL, NULL, NULL};
+    if (mode == 2) {
+        packed.vec = calloc(1, sizeof(PackedVec));
+        packed.strings = PyList_New(0);
+        packed.index = PyDict_New();
+        if (packed.vec == NULL || packed.strings == NULL || packed.index == NULL) {
+            if (packed.vec == NULL) {
+                PyErr_NoMemory();
+            }
+            goto error;
+        }
+    }
     int built = ge_index_build(&index, ge, device);
     if (built <= 0) {
         goto fallback_or_error;
@@ -1464,14 +1749,29 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
             if (!rows_only && objvec_push(&joined, PyTuple_Pack(2, a, g)) < 0) {
                 goto error;
             }
-            if (op_row(a, g, device, hashes, level0, &p, raw_cls, raw_alloc, row_cls, row_alloc, rows_only,
-                       &rows) < 0) {
+            int made = op_row(a, g, device, hashes, level0, &p, raw_cls, raw_alloc, row_cls, row_alloc, rows_only,
+                              &rows, mode == 2 ? &packed : NULL);
+            if (made < 0) {
                 goto error;
+            }
+            if (made > 0) {
+                built = 0; /* a value with no packed form: the caller asks for the records */
+                goto fallback_or_error;
             }
         }
     }
     joined_list = rows_only ? new_ref(Py_None) : objvec_list(&joined);
-    rows_list = joined_list == NULL ? NULL : objvec_list(&rows);
+    if (mode == 2 && joined_list != NULL) {
+        PyObject *capsule = PyCapsule_New(packed.vec, PACKED_CAPSULE, packed_capsule_free);
+        if (capsule != NULL) {
+            Py_ssize_t count = packed.vec->n;
+            packed.vec = NULL; /* the capsule's */
+            rows_list = Py_BuildValue("(NnO)", capsule, count, packed.strings);
+        }
+    }
+    else {
+        rows_list = joined_list == NULL ? NULL : objvec_list(&rows);
+    }
     if (rows_list != NULL) {
         result = PyTuple_Pack(2, joined_list, rows_list);
     }
@@ -1488,6 +1788,11 @@ done:
     objvec_clear(&rows);
     Py_XDECREF(joined_list);
     Py_XDECREF(rows_list);
+    Py_XDECREF(packed.strings);
+    Py_XDECREF(packed.index);
+    if (packed.vec != NULL) {
+        FREE_RELEASED(packed.vec->rows, packed.vec);
+    }
     FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last);
     return result;
 }
@@ -1817,6 +2122,7 @@ static PyMethodDef methods[] = {
     {"paired_stars", paired_stars, METH_VARARGS, paired_stars_doc},
     {"top_down", top_down, METH_VARARGS, top_down_doc},
     {"op_summary", op_summary, METH_VARARGS, op_summary_doc},
+    {"packed_rows", packed_rows, METH_VARARGS, packed_rows_doc},
     {"printed_all", printed_all, METH_VARARGS, printed_all_doc},
     {"round3", round3, METH_O, round3_doc},
     {NULL, NULL, 0, NULL},

@@ -69,6 +69,8 @@ from ._types import (
     ClockTable,
     DeclinedError,
     DeclineReason,
+    PackedPart,
+    PackedRows,
     RawResult,
     RawTask,
 )
@@ -894,6 +896,7 @@ class _Device:
         level0: bool,
         *,
         rows_only: bool = False,
+        packed: bool = False,
     ) -> None:
         self.dev = dev
         self.clock = clock
@@ -902,9 +905,10 @@ class _Device:
         self.ge_tasks = ge_tasks  # the device's GE tasks, in order (see :attr:`ge`)
         self._ge: dict[tuple[int, int, int, int], list[GeTask]] | None = None
         self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
-        self.rows_only = rows_only
-        #: op_summary's rows: RawTask records with rows_only, else _Row records
-        self.op_rows: list[Any] = self._op_summary(hashes, level0)
+        self.rows_only = rows_only or packed
+        #: op_summary's rows: _Row records; with rows_only RawTask records; packed, PackedRows
+        #: where every value has its packed form (else RawTask records)
+        self.op_rows: list[Any] | PackedRows = self._op_summary(hashes, level0, packed=packed)
         self.pmu: _PmuSource | None = None
         self.clocks = ClockTable()
         self._types: dict[int, tuple[str, str]] | None = None
@@ -912,10 +916,6 @@ class _Device:
         if rows_only:
             # (in steps: see ._chunked)
             empty(self.joined, self.ascend, self.host, self.ge_tasks, self._ge)
-
-    def raw(self, row: Any) -> RawTask:
-        """The RawTask of one of :attr:`op_rows`."""
-        return row if self.rows_only else row[0]  # type: ignore[no-any-return]
 
     @property
     def ge(self) -> dict[tuple[int, int, int, int], list[GeTask]]:
@@ -926,24 +926,38 @@ class _Device:
             self._ge = _ge_index(self.ge_tasks, self.dev.device)
         return self._ge
 
-    def _op_summary(self, hashes: Mapping[str, str], level0: bool) -> list[Any]:
+    @property
+    def row_records(self) -> list[_Row]:
+        """:attr:`op_rows` of a device that keeps everything (each row beside its device task)."""
+        rows = self.op_rows
+        assert isinstance(rows, list) and not self.rows_only, "the device kept its op_summary rows only"
+        return rows
+
+    def _op_summary(self, hashes: Mapping[str, str], level0: bool, *, packed: bool) -> list[Any] | PackedRows:
         """op_summary: the device tasks joined with their GE tasks, in start order."""
         rows_only = self.rows_only
         if (c := _accelerated()) is not None and isinstance(hashes, dict):
-            fast: tuple[list[tuple[_Ascend, GeTask]] | None, list[Any]] | None = c.op_summary(
-                self.ascend,
-                self.ge_tasks,
-                hashes,
-                self.dev.device,
-                level0,
-                self.clock.c_printer(),
-                RawTask,
-                _Row,
-                rows_only,
-            )
-            if fast is not None:
+            # packed where asked for and every value has its packed form; else records
+            for mode in (2, 1) if packed else (1 if rows_only else 0,):
+                fast: tuple[list[tuple[_Ascend, GeTask]] | None, Any] | None = c.op_summary(
+                    self.ascend,
+                    self.ge_tasks,
+                    hashes,
+                    self.dev.device,
+                    level0,
+                    self.clock.c_printer(),
+                    RawTask,
+                    _Row,
+                    mode,
+                )
+                if fast is None:
+                    continue
+                if mode == 2:
+                    capsule, size, strings = fast[1]
+                    return PackedRows([PackedPart(capsule, size, strings, self.dev.device, level0)])
                 self.joined = fast[0] or []
-                return fast[1]
+                rows_made: list[Any] = fast[1]
+                return rows_made
         joined: list[tuple[_Ascend, GeTask]] = []
         ge = self.ge
         for a in self.ascend:
@@ -999,7 +1013,15 @@ class _Device:
 
     def dispose(self) -> None:
         """Empties the big containers in steps (see :mod:`._chunked`); the device is unusable after."""
-        empty(self.op_rows, self.joined, self.ascend, self.host, self.ge_tasks, self._ge)
+        rows = self.op_rows
+        empty(
+            rows if isinstance(rows, list) else None,
+            self.joined,
+            self.ascend,
+            self.host,
+            self.ge_tasks,
+            self._ge,
+        )
         empty(self._types, self._kept_groups)
 
     def _groups(self) -> dict[tuple[int, int, int], list[_Ascend]]:
@@ -1195,7 +1217,7 @@ def _device_pmu(out: _Device, files: Mapping[str, RawData], *, verified_only: bo
 
     def joined_rows() -> list[JoinedRow]:
         # The join before the start filter; the kept rows are a subsequence of it.
-        rows, position, found = out.op_rows, 0, []
+        rows, position, found = out.row_records, 0, []
         for a, g in out.joined:
             kept = position < len(rows) and rows[position].ascend is a
             position += kept
@@ -1272,12 +1294,14 @@ def _device(
     release: _Release = _kept,
     lean: bool = False,
     with_host: bool = True,
+    packed: bool = False,
 ) -> _Device:
     """*dev*'s rows, of its *host* and *ge_tasks* (its own lists: emptied with the device).
     *lean*: only op_summary's rows will be read: unless a GE task's type is ``N/A`` (the
     level-0 join would need the rest), the device keeps its rows only (``_Device.rows_only``).
     *with_host*: ``False`` where the host tasks were not made (*host* is empty; their ids were
-    checked): only op_summary's rows can be made then, nothing that reads the host tasks."""
+    checked): only op_summary's rows can be made then, nothing that reads the host tasks.
+    *packed*: a device that keeps its rows only keeps them packed (see ``_Device``)."""
     folder = dev.folder
     info = json_object(files[dev.info], f"{folder}/info.json")
     check_info(info, folder)
@@ -1323,7 +1347,9 @@ def _device(
         raise WholeDecodeNeeded  # (N/A types at level 1: rare)
     if rows_only:
         empty(host)  # (op_summary reads the GE tasks; nothing reads the host tasks after it)
-    out = _Device(dev, clock, ascend, host, ge_tasks, hashes, level0, rows_only=rows_only)
+    out = _Device(
+        dev, clock, ascend, host, ge_tasks, hashes, level0, rows_only=rows_only, packed=packed and rows_only
+    )
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     out.clocks = clocks
     return out
@@ -1385,7 +1411,12 @@ def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int,
 
 
 def _outputs(
-    plan: RunPlan, files: Mapping[str, RawData], release: _Release = _kept, *, lean: bool = False
+    plan: RunPlan,
+    files: Mapping[str, RawData],
+    release: _Release = _kept,
+    *,
+    lean: bool = False,
+    packed: bool = False,
 ) -> tuple[list[_Device], bool]:
     """Every device's exported rows (folder-name order), and whether the run is task time level 0.
     *release*: told of each file no later step reads (the host files, a device's task logs);
@@ -1495,6 +1526,7 @@ def _outputs(
             release=release,
             lean=lean,
             with_host=with_host,
+            packed=packed,
         )
         for dev, (host, ge_tasks) in zip(devices, own, strict=True)
     ]
@@ -1544,6 +1576,7 @@ def decode_run(
     with_counters: bool = False,
     consume: bool = False,
     lean: bool = False,
+    packed: bool = False,
 ) -> RawResult:
     """The tasks the library would read after a real ``msprof.py export summary`` of the run.
 
@@ -1553,7 +1586,9 @@ def decode_run(
     (host data, a device's task logs), so their memory goes back while the rest is decoded.
     *lean*: where neither is asked for, the host tasks are not made (level 1) and each device
     keeps its op_summary rows only (see :class:`_Device`): a fraction of the memory, and
-    :class:`WholeDecodeNeeded` where that was not enough (decode again without).
+    :class:`WholeDecodeNeeded` where that was not enough (decode again without). *packed*
+    (with *lean*): the tasks as :class:`PackedRows` where the C loops can pack them, for a reader
+    that takes them a slice at a time.
 
     :raises DeclinedError: for anything not verified against the real exporter
     :raises WholeDecodeNeeded: with *lean*, rarely
@@ -1561,7 +1596,7 @@ def decode_run(
     check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
     _check_sample_devices(plan, files)
     lean = lean and not with_task_time and not with_counters
-    outputs, level0 = _outputs(plan, files, _releaser(files, consume), lean=lean)
+    outputs, level0 = _outputs(plan, files, _releaser(files, consume), lean=lean, packed=packed and lean)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)
     finally:
@@ -1591,9 +1626,15 @@ def _result(
         empty(*per_device)
     if op_rows:
         counters = _counters(outputs, files) if with_counters else None
-        rows, join = _join_level0(outputs)
+        joined_rows, join = _join_level0(outputs)
         return RawResult(
-            to_tuple(rows), SOURCE_OP_SUMMARY, level0, task_time, counters, _clocks(outputs), join
+            joined_rows if isinstance(joined_rows, PackedRows) else to_tuple(joined_rows),
+            SOURCE_OP_SUMMARY,
+            level0,
+            task_time,
+            counters,
+            _clocks(outputs),
+            join,
         )
     assert task_time is not None
     # A run in which no kernel ran: the reference exporter writes task_time only (its control
@@ -1664,7 +1705,9 @@ def export_rows(
     outputs, level0 = _outputs(plan, files, _releaser(files, consume))
     devices: list[DeviceRows] = []
     for out in outputs:
-        rows = DeviceRows(out.dev.device, tuple(row.raw for row in out.op_rows), tuple(out.task_time_rows()))
+        rows = DeviceRows(
+            out.dev.device, tuple(row.raw for row in out.row_records), tuple(out.task_time_rows())
+        )
         if pmu and out.op_rows:
             header, cells = _device_pmu(out, files, verified_only=False)
             printed = tuple(tuple(str(value) for value in row) for row in cells) if header else ()
@@ -1690,7 +1733,7 @@ def _level(sample: Mapping[str, object]) -> str:
     return str(level if level else sample.get("prof_level"))
 
 
-def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join | None]:
+def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask] | PackedRows, Level0Join | None]:
     """op_summary's ``N/A`` types taken from task_time, as :class:`asc_aprof._runs._csv.RunReader`
     does, and the counts it records (None: no join, the types are known).
 
@@ -1698,9 +1741,12 @@ def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join 
     (Loops, not calls over whole lists such as ``any(a_list)``: the interpreter can switch
     threads between their steps, see :mod:`._chunked`.)
     """
+    packed = [out.op_rows for out in outputs if isinstance(out.op_rows, PackedRows)]
+    if packed and len(packed) == len(outputs):  # (no N/A row either)
+        return PackedRows([part for rows in packed for part in rows._parts]), None
     rows = sum(len(out.op_rows) for out in outputs)
     # (a device that kept its rows only has no N/A row)
-    unknown = sum(row.raw.csv_type == NA for out in outputs if not out.rows_only for row in out.op_rows)
+    unknown = sum(row.raw.csv_type == NA for out in outputs if not out.rows_only for row in out.row_records)
     if unknown and unknown != rows:
         # The library decides per CSV batch whether to join: mixed files depend on chunking.
         raise DeclinedError(DeclineReason.AMBIGUOUS, "op_summary mixes N/A and known task types")
@@ -1711,15 +1757,18 @@ def _join_level0(outputs: Sequence[_Device]) -> tuple[list[RawTask], Level0Join 
     for device in outputs:
         if not unknown:
             bare = device.rows_only
-            for row in device.op_rows:
+            found_rows = device.op_rows
+            if isinstance(found_rows, PackedRows):  # (beside a device that could not pack)
+                found_rows = found_rows.records(0, len(found_rows))
+            for row in found_rows:
                 joined[at] = row if bare else row[0]  # (the RawTask)
                 at += 1
             continue
         if device.rows_only:  # (no N/A row: none at all, or the mix was declined above)
             continue
-        found_types, device_nearest = device.joined_types(device.op_rows)
+        found_types, device_nearest = device.joined_types(device.row_records)
         nearest += device_nearest
-        for row, found in zip(device.op_rows, found_types, strict=True):
+        for row, found in zip(device.row_records, found_types, strict=True):
             raw = row.raw
             if found is not None:
                 # raw._replace(type=found), built in C (type is field 5)

@@ -8,14 +8,15 @@ import enum
 import itertools
 import math
 import operator
-from collections.abc import Mapping, Sequence
-from typing import Final, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple, overload
 
 from ..._model._clock import TaskClocks
 from ..._model._counters import TaskCounters
 from ..._model._errors import AprofError, InvalidArgumentError
 from ..._model._join import Level0Join
 from ..._model._records import ProfilingTask, new_task
+from ._accel import C as _C
 from ._accel import active as _accelerated
 from ._chunked import empty, to_tuple
 
@@ -145,6 +146,78 @@ class RawTask(NamedTuple):
         return ProfilingTask(self.task_id, self.name, self.type, self.duration, self.device)
 
 
+class PackedPart(NamedTuple):
+    """One device's op_summary rows as ``_cdevice.op_summary(..., 2)`` packs them."""
+
+    rows: object  # the capsule holding the rows (freed with it)
+    size: int
+    strings: list[str]  # the names and types the rows index
+    device: int
+    level0: bool
+
+
+class PackedRows(Sequence[RawTask]):
+    """Op_summary rows packed in C, device after device: 88 bytes a row where a :class:`RawTask`
+    and its fields take some 400. A sequence of RawTask records, each made when asked for (equal
+    to the record the unpacked decode makes); :meth:`records` makes a slice of them, or their
+    public records, in one bounded C call. Made by a packed decode (``decode_run(...,
+    packed=True)``) for a reader that takes the tasks a slice at a time (``iter_tasks()``)."""
+
+    __slots__ = ("_ends", "_parts")
+
+    def __init__(self, parts: Sequence[PackedPart]) -> None:
+        self._parts = tuple(parts)
+        self._ends = tuple(itertools.accumulate(part.size for part in self._parts))
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, index: int) -> RawTask: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[RawTask, ...]: ...
+    def __getitem__(self, index: int | slice) -> RawTask | tuple[RawTask, ...]:
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(len(self))
+            if step != 1:
+                return tuple(self.records(0, len(self)))[index]
+            return tuple(self.records(lo, max(lo, hi)))
+        at = operator.index(index)
+        if at < 0:
+            at += len(self)
+        if not 0 <= at < len(self):
+            raise IndexError("PackedRows index out of range")
+        found: list[RawTask] = self.records(at, at + 1)
+        return found[0]
+
+    def __iter__(self) -> Iterator[RawTask]:
+        for lo in range(0, len(self), _PACKED_SLICE):
+            yield from self.records(lo, min(lo + _PACKED_SLICE, len(self)))
+
+    def records(self, start: int, stop: int, *, public: bool = False) -> list[Any]:
+        """RawTask records of rows ``[start:stop]`` (0 <= start <= stop <= len), or with *public*
+        their :class:`ProfilingTask` records (``RawTask.task()``)."""
+        c = _C
+        assert c is not None  # (only the C loops pack rows)
+        out: list[Any] = []
+        begin = 0
+        for part, end in zip(self._parts, self._ends, strict=True):
+            if start < end and stop > begin:
+                lo, hi = max(start, begin) - begin, min(stop, end) - begin
+                cls = ProfilingTask if public else RawTask
+                got = c.packed_rows(part.rows, part.strings, part.device, part.level0, lo, hi, cls, public)
+                out = got if not out else out + got
+            begin = end
+        return out
+
+    def __repr__(self) -> str:
+        return f"PackedRows({len(self)} rows, {len(self._parts)} devices)"
+
+
+#: Rows made per call when a PackedRows is iterated
+_PACKED_SLICE: Final = 2048
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ClockTable:
     """A device's ``FreqParse`` rows, sorted by counter as the exporter reads them.
@@ -205,7 +278,7 @@ class RawResult:
     """A run read natively.
 
     :ivar tasks: in the order of the exporter's merged CSV (devices in folder-name order, each in
-        start order)
+        start order); a tuple, or from a packed decode :class:`PackedRows`
     :ivar source: ``op_summary``, or ``task_time`` when the exporter would write no op_summary
     :ivar level0: the run used task time level 0 (types joined from task_time)
     :ivar task_time: when asked for (``with_task_time``), every row of the exporter's task_time
@@ -218,7 +291,7 @@ class RawResult:
         reader records it (None: no join, the types are op_summary's or the source is task_time)
     """
 
-    tasks: tuple[RawTask, ...]
+    tasks: tuple[RawTask, ...] | PackedRows
     source: str
     level0: bool
     task_time: tuple[RawTask, ...] | None = None
@@ -257,6 +330,9 @@ class RawResult:
         tasks = self.tasks
         lo, hi, _ = slice(start, stop).indices(len(tasks))
         hi = max(lo, hi)
+        if isinstance(tasks, PackedRows):
+            found_public: list[ProfilingTask] = tasks.records(lo, hi, public=True)
+            return found_public
         c = _accelerated()
         if c is not None and isinstance(tasks, tuple):
             found: list[ProfilingTask] = c.public_tasks(tasks, ProfilingTask, lo, hi)
