@@ -33,7 +33,7 @@ from asc_aprof._plans._raw._decode import (
     TaskTrackRecord,
 )
 from asc_aprof._plans._raw._host import GeTask, HostRecords, HostTask, host_tables
-from asc_aprof._plans._raw._types import DeclinedError
+from asc_aprof._plans._raw._types import DeclinedError, WholeDecodeNeeded
 from asc_aprof._runs._raw_files import read_run
 
 from .real.conftest import copy_run
@@ -253,7 +253,8 @@ def test_c_loops_reading_the_files_in_place_equal_the_pure_loops(
     kept = [a for a in records.apis if a.level in LEVELS and a.end != U64_MAX and a.start]
     assert fast.has("apis") == bool(kept)
     found = outcome(fast, accelerated=True, **flags)
-    assert fast.in_place.keys() == files.keys()  # read in place: no record was decoded
+    # read in place (no record was decoded), and handed over: let go of once read
+    assert not fast.apis and not fast.node_basics and not fast.tracks and not fast.in_place
     assert found == outcome(taken(files, records.tensors), accelerated=False, **flags)
 
 
@@ -318,10 +319,16 @@ def test_without_host_tasks_the_c_loops_make_none_unless_two_share_their_ids() -
     twice = tree()
     twice.tracks = [*twice.tracks, twice.tracks[0]._replace(timestamp=33)]
     again = host_tables(twice, level0=False, all_export=True, accelerated=True, host_tasks=False)
-    assert again.with_host_tasks and again == host_tables(
-        twice, level0=False, all_export=True, accelerated=False
-    )
+    pure = host_tables(twice, level0=False, all_export=True, accelerated=False)
+    assert again.with_host_tasks and again == pure
     assert [t.task_id for t in again.host_tasks].count(1) == 2
+    # read in place, the files are let go of before that check: the decode is done again whole
+    # (read_run then makes every host task, and declines the run as it would)
+    files = packed(twice)
+    with pytest.raises(WholeDecodeNeeded):
+        host_tables(taken(files, twice.tensors), level0=False, all_export=True, host_tasks=False)
+    whole = host_tables(taken(files, twice.tensors), level0=False, all_export=True)
+    assert whole.host_tasks == pure.host_tasks and whole.ge_tasks == pure.ge_tasks
 
 
 def test_both_decline_a_node_with_tensor_records_only_at_level1() -> None:

@@ -18,8 +18,16 @@ import anyio.to_thread
 
 from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder, check_tree
 from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
-from .._plans._raw._run import ExportRows, RunPlan, WholeDecodeNeeded, decode_run, dirs_to_list, export_rows
-from .._plans._raw._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, Reader
+from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
+from .._plans._raw._types import (
+    Declined,
+    DeclinedError,
+    DeclineReason,
+    RawReadDeclined,
+    RawResult,
+    Reader,
+    WholeDecodeNeeded,
+)
 
 logger = logging.getLogger("asc_aprof")
 

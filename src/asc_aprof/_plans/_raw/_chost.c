@@ -219,6 +219,7 @@ typedef struct {
     uint64_t *keys;     /* keys_only: each host task's ids packed (see host_key) */
     Py_ssize_t nkeys, capkeys;
     int fallback;       /* keys_only: ids too large to pack (the pure loops make the records) */
+    PyObject *let_go;   /* the list that holds the sources read in place: emptied once read */
     Node *nodes;
     Basic *basics;
     Track *tracks;
@@ -973,6 +974,15 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
         batched |= f[5] != 0;
         kept[nkept++] = (int32_t)i;
     }
+    if (c->let_go != NULL) {
+        /* Every record is in the arrays now: the files' contents go (a memory map is unmapped
+         * with the GIL released), before the walk's scratch and the tables take their place.
+         * From here on nothing returns FALLBACK but keys_only's checks. */
+        apis = basics = tracks = NULL;
+        if (PyList_SetSlice(c->let_go, 0, PyList_Size(c->let_go), NULL) < 0) {
+            goto done;
+        }
+    }
     if (!all_export) {
         if (batched) {
             fail(c, F_BATCHED, NULL);
@@ -1142,13 +1152,16 @@ source(PyObject *obj, Py_ssize_t size, Source *src)
 }
 
 PyDoc_STRVAR(host_tables_doc,
-             "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, keys_only=False, /)\n"
+             "host_tables(apis, basics, tensors, tracks, level0, all_export, lookups, keys_only=False,\n"
+             "            let_go=None, /)\n"
              "--\n\n"
              "The host tasks and GE tasks of a run as two lists (see asc_aprof._plans._raw._host), or None\n"
              "when a record is not what the decoders make. apis, basics and tracks are lists of\n"
              "records or their files' contents, bytes or a memory map (checked records, read in\n"
              "place). keys_only: no host task is made (the first list is empty), their ids are\n"
-             "only checked to come once each; None where two have the same.");
+             "only checked to come once each; None where two have the same. let_go: a list\n"
+             "[apis, basics, tracks] (those arguments None), emptied once every record is read,\n"
+             "so that the files' contents can go while the tables are made.");
 
 static int
 u64_cmp(const void *a, const void *b)
@@ -1174,12 +1187,22 @@ twice(uint64_t *keys, Py_ssize_t n)
 static PyObject *
 host_tables(PyObject *self, PyObject *args)
 {
-    PyObject *apis, *basics, *tensors, *tracks, *lookups;
+    PyObject *apis, *basics, *tensors, *tracks, *lookups, *let_go = NULL;
     int level0, all_export, keys_only = 0;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOppO|p:host_tables", &apis, &basics, &tensors, &tracks, &level0,
-                          &all_export, &lookups, &keys_only)) {
+    if (!PyArg_ParseTuple(args, "OOOOppO|pO!:host_tables", &apis, &basics, &tensors, &tracks, &level0,
+                          &all_export, &lookups, &keys_only, &PyList_Type, &let_go)) {
         return NULL;
+    }
+    if (let_go != NULL) {
+        /* the sources from the list (apis, basics and tracks given as None): only it holds them */
+        if (PyList_Size(let_go) != 3 || apis != Py_None || basics != Py_None || tracks != Py_None) {
+            PyErr_SetString(PyExc_TypeError, "host_tables: let_go is [apis, basics, tracks], given as None");
+            return NULL;
+        }
+        apis = PyList_GetItem(let_go, 0);
+        basics = PyList_GetItem(let_go, 1);
+        tracks = PyList_GetItem(let_go, 2);
     }
     if (!PyTuple_Check(lookups) || PyTuple_Size(lookups) != L_COUNT) {
         PyErr_SetString(PyExc_TypeError, "host_tables: lookups must be a tuple of 11");
@@ -1205,6 +1228,7 @@ host_tables(PyObject *self, PyObject *args)
     c.level0 = level0;
     c.untrack = 1;
     c.keys_only = keys_only;
+    c.let_go = let_go;
 
     c.host_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_HOST_TASK], Py_tp_alloc);
     c.ge_alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)c.lookups[L_GE_TASK], Py_tp_alloc);

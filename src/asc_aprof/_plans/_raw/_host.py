@@ -45,7 +45,7 @@ from ._decode import (
     node_basic_records,
     task_track_records,
 )
-from ._types import DeclinedError, DeclineReason
+from ._types import DeclinedError, DeclineReason, WholeDecodeNeeded
 
 
 def _load_accelerator() -> tuple[Callable[..., Any], Callable[[RawData, int, bool], bool]] | None:
@@ -557,20 +557,28 @@ def host_tables(
             raise RuntimeError(
                 "asc_aprof._plans._raw._chost is not built: only the pure-Python host loops are available"
             )
+        # The files read in place are handed over in a list the C loops empty once they have
+        # read every record: their memory goes before the tables are made.
         in_place = records.in_place
+        taken = [kind for kind in _IN_PLACE_KINDS if kind in in_place]
+        let_go = [in_place.pop(kind) if kind in taken else getattr(records, kind) for kind in _IN_PLACE_KINDS]
+        lookups = _c_lookups(records)
         found = _C_HOST_TABLES(
-            in_place.get("apis", records.apis),
-            in_place.get("node_basics", records.node_basics),
-            records.tensors,
-            in_place.get("tracks", records.tracks),
-            level0,
-            all_export,
-            _c_lookups(records),
-            not host_tasks,
+            None, None, records.tensors, None, level0, all_export, lookups, not host_tasks, let_go
         )
         if found is not None:
             return HostTables(found[0], found[1], host_tasks)
+        if taken and not let_go:
+            # let go of, then two host tasks with the same ids (or ids beyond the packed check's
+            # ranges): the pure loops need the files again
+            raise WholeDecodeNeeded("the host files were let go of before the C loops' last check")
+        if let_go:  # (not read yet: back where they were)
+            in_place.update((kind, let_go[_IN_PLACE_KINDS.index(kind)]) for kind in taken)
     return _host_tables_py(records, level0=level0, all_export=all_export)
+
+
+#: The host files the C loops may read in place (HostRecords.in_place keys; its attribute names).
+_IN_PLACE_KINDS: Final = ("apis", "node_basics", "tracks")
 
 
 def _host_tables_py(records: HostRecords, *, level0: bool, all_export: bool) -> HostTables:

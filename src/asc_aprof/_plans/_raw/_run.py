@@ -73,6 +73,7 @@ from ._types import (
     PackedRows,
     RawResult,
     RawTask,
+    WholeDecodeNeeded,
 )
 
 #: Platforms whose export was verified, with the driver versions seen (platform -> rule).
@@ -867,13 +868,6 @@ class _Row(NamedTuple):
 
     raw: RawTask
     ascend: _Ascend
-
-
-class WholeDecodeNeeded(Exception):
-    """A lean decode (:func:`decode_run`'s *lean*) let go of what it turns out to need: no
-    device has an op_summary row (task_time stands in then), or a level-1 GE task's type is
-    ``N/A`` (the level-0 join would type its row). Decode again with ``lean=False``: neither
-    is seen in real level-1 runs, and runs without a kernel row are small."""
 
 
 class _Device:

@@ -396,3 +396,11 @@ class RawResult:
 def _positive(mhz: float) -> float:
     """*mhz* where it is a clock (> 0), else NaN (unknown)."""
     return mhz if mhz > 0 else math.nan
+
+
+class WholeDecodeNeeded(Exception):
+    """A lean decode (:func:`decode_run`'s *lean*) let go of what it turns out to need: no
+    device has an op_summary row (task_time stands in then), or a level-1 GE task's type is
+    ``N/A`` (the level-0 join would type its row). Decode again with ``lean=False``: neither
+    is seen in real level-1 runs, and runs without a kernel row are small; or two host tasks
+    share their ids where the host files were already let go of (a run declined then)."""
