@@ -613,11 +613,12 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
         "files into anonymous memory maps; `decode_run(..., consume=True)` lets go of each once "
         "decoded. Where only op_summary's rows are read (no counters, no task_time) the decode is "
         "lean: at level 1 the C host loops make no host task (they only check that no two share "
-        "their ids), each device keeps its rows only, and `iter_tasks()` asks for them packed "
-        "(`PackedRows`, 88 bytes a row, `decode_run(..., packed=True)`), from which "
-        "`AsyncRun.batches` makes the public records 2,048 at a time. So the peak is the decode's: "
-        "the host tables' scratch arrays and GE task records while the host files are still held, "
-        "or one device's task records while they are paired and joined."
+        "their ids, and let go of the host files once every record is read), each device keeps "
+        "its rows only, and `iter_tasks()` asks for them packed (`PackedRows`, 88 bytes a row, "
+        "`decode_run(..., packed=True)`; a level-1 device is packed straight from its task log by "
+        "`_cdevice.packed_device`, no Python object per task), from which `AsyncRun.batches` makes "
+        "the public records 2,048 at a time. So the peak is the host walk's: the call tree's "
+        "scratch arrays and a Python record per GE task."
     )
     if growth >= MEMORY_GOAL:
         section.analysis.append(
@@ -625,9 +626,9 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
             f"target; `read_run` alone peaks at {fmt_mb(decode['growth_bytes'])}, and the raw files it "
             f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run decode (every "
             "task decoded before the first is given, so that a decline is known first): the host "
-            "call tree's scratch arrays and a Python record per GE task and per device task. Staying "
-            "under 100 MB at this size needs the host walk and the device pairing and join to work "
-            "on slices in C, not a smaller public slice."
+            "call tree's scratch arrays and a Python record per GE task. Staying under 100 MB at "
+            "this size needs the host walk to work on slices and the GE tasks packed, not a "
+            "smaller public slice."
         )
 
 

@@ -20,14 +20,14 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import event, given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from asc_aprof._plans._raw import _accel, _run
 from asc_aprof._plans._raw._decode import SQE_TYPES, STARS_MAGIC, StarsColumns
 from asc_aprof._plans._raw._host import GeTask, HostTask
 from asc_aprof._plans._raw._run import INVALID_CONTEXT, DevicePlan, _Device, _paired_tasks, _top_down
-from asc_aprof._plans._raw._types import DeclinedError, PackedRows
+from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows
 
 from .test_raw_fastpaths import OFFSETS as FASTPATH_OFFSETS
 from .test_raw_fastpaths import clock
@@ -202,8 +202,9 @@ def test_pairing_declines_as_the_pure_code(recs: list[tuple[int, int, int, int, 
     assert fast == pure and not isinstance(pure, list)
 
 
-def stars_record(clean: bool) -> st.SearchStrategy[bytes]:
-    """A stars_soc record; *clean*: one the C decoder takes (else sometimes one it leaves)."""
+def stars_record(clean: bool, counters: st.SearchStrategy[int] | None = None) -> st.SearchStrategy[bytes]:
+    """A stars_soc record; *clean*: one the C decoder takes (else sometimes one it leaves);
+    *counters*: its counter (else a mix of small, float-rounding and any)."""
     return st.builds(
         lambda function, bits, sqe, magic, stream, task, counter, rest: (
             struct.pack("<HHHHQ", function | bits << 6 | sqe << 10, magic, stream, task, counter) + rest
@@ -214,7 +215,9 @@ def stars_record(clean: bool) -> st.SearchStrategy[bytes]:
         st.just(STARS_MAGIC) if clean else st.one_of(st.just(STARS_MAGIC), st.integers(0, 0xFFFF)),
         st.integers(0, 2) if clean else st.one_of(st.integers(0, 2), st.integers(0, 0xFFFF)),
         st.integers(0, 4),
-        st.one_of(
+        counters
+        if counters is not None
+        else st.one_of(
             st.integers(0, 40).map(lambda k: 1_000_000 + 20 * k),
             st.integers(0, 40).map(lambda k: 2**53 - 60 + 3 * k),  # from 2**53 on floats round
             st.integers(0, 2**64 - 1),
@@ -424,3 +427,121 @@ def test_a_value_with_no_packed_form_gives_the_records() -> None:
     ge = [GeTask(0, 1, 7, INVALID_CONTEXT, 0, "op", "AI_CORE", 8, 16)]
     rows = _Device(PLAN, clock(offset), list(ascend), [], list(ge), {}, False, packed=True).op_rows
     assert isinstance(rows, list) and rows[0].start_cycles == 2**64 + 5
+
+
+# -- one device's rows packed straight from its task log ---------------------------------------------
+
+
+def steps_rows(
+    data: bytes, ge: list[GeTask], limits: dict[int, float] | None, hashes: dict[str, str]
+) -> list[Any] | None:
+    """The rows _device makes step by step of a level-1 device without host tasks (None: declined)."""
+    c = clock(float("1784171285670891") - float("76274796599930") / 1000.0)
+    try:
+        device_tasks, subtasks = _run._stars_tasks(data, c, "device_0", False)
+        if subtasks:
+            return None
+        for task in device_tasks:
+            limit = (limits or {}).get(task.stream_id)
+            if limit is not None and task.start >= limit:
+                return None
+        ascend = _top_down([], device_tasks, "device_0")
+        rows = _Device(PLAN, c, ascend, [], list(ge), hashes, False, rows_only=True).op_rows
+    except DeclinedError:
+        return None
+    assert isinstance(rows, list)
+    return rows
+
+
+#: Counters of tasks that start within the collection of clock(...) below (the rows are kept)
+KEPT_COUNTERS = st.one_of(
+    st.integers(0, 60).map(lambda k: 3_815_399_831_000 + 20 * k), st.integers(0, 2**64 - 1)
+)
+
+
+@st.composite
+def task_log(draw: st.DrawFn) -> bytes:
+    """A task log of tasks of distinct ids (each a start and, mostly, an end record), in time
+    order, with a few records of any kind among them."""
+    keys = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 6)), unique=True, max_size=12))
+    recs: list[tuple[int, bytes]] = []
+    for stream, task in keys:
+        start = draw(st.integers(0, 400)) * 20 + 3_815_399_831_000
+        sqe = draw(st.integers(0, 3))
+        recs.append((start, struct.pack("<HHHHQ", sqe << 10, STARS_MAGIC, stream, task, start) + bytes(48)))
+        if draw(st.integers(0, 9)):  # (else its end was lost)
+            end = start + draw(st.integers(1, 50))
+            recs.append(
+                (end, struct.pack("<HHHHQ", 1 | sqe << 10, STARS_MAGIC, stream, task, end) + bytes(48))
+            )
+    recs.sort(key=lambda r: r[0])
+    out = [rec for _, rec in recs]
+    for at, rec in draw(
+        st.lists(st.tuples(st.integers(0, 30), stars_record(True, KEPT_COUNTERS)), max_size=2)
+    ):
+        out.insert(at, rec)
+    return b"".join(out)
+
+
+@needs_c
+@given(
+    task_log(),
+    # per id of the log's (stream, task) grid: its GE task (some of another device, context or
+    # type, some left out), and at times a second one
+    st.lists(
+        st.tuples(
+            st.sampled_from([INVALID_CONTEXT, INVALID_CONTEXT, INVALID_CONTEXT, 0]),
+            st.sampled_from(["h1", "op"]),
+            st.sampled_from(["AI_CORE", "AI_CORE", "AI_VECTOR_CORE", "WRITE_BACK", "INVALID"]),
+            st.sampled_from([0, 0, 0, 1, None]),
+            st.integers(0, 12),
+        ),
+        min_size=21,
+        max_size=21,
+    ),
+    st.one_of(
+        st.none(),
+        st.dictionaries(
+            st.integers(0, 2),
+            st.integers(0, 60).map(lambda k: 76_274_796_620_000.0 + 80_000.0 * k),
+            max_size=2,
+        ),
+    ),
+)
+@settings(max_examples=300)
+def test_a_device_packed_from_its_task_log_has_the_rows_of_the_steps(
+    data: bytes,
+    ge_tasks: list[tuple[int, str, str, int | None, int]],
+    limits: dict[int, float] | None,
+) -> None:
+    ge = [
+        GeTask(device, at // 7, at % 7, ctx, 0, name, kind, block, 16)
+        for at, (ctx, name, kind, device, block) in enumerate(ge_tasks)
+        if device is not None
+    ]
+    ge += [g._replace(op_name="second") for g in ge if g.block_num == 12]
+    hashes = {"h1": "hashed_name"}
+    expected = steps_rows(data, ge, limits, hashes)
+    c = clock(float("1784171285670891") - float("76274796599930") / 1000.0)
+    base, hertz, offset = c.terms()
+    assert _accel.C is not None
+    found = _accel.C.packed_device(
+        data,
+        STARS_MAGIC,
+        base,
+        hertz,
+        offset,
+        SQE_TYPES,
+        ge,
+        hashes,
+        0,
+        c.c_printer(),
+        limits,
+        INVALID_CONTEXT,
+    )
+    event(f"packed: {found is not None}, steps: {'declined' if expected is None else min(len(expected), 2)}")
+    if found is None:
+        return  # (the steps decide)
+    assert expected is not None
+    packed = PackedRows([PackedPart(found[0], found[1], found[2], 0, False)])
+    assert exact(packed.records(0, len(packed))) == exact(expected)

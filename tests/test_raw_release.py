@@ -451,11 +451,21 @@ def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
 
 
 @pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")
-def test_a_packed_read_gives_the_same_tasks(accelerated: bool) -> None:
+def test_a_packed_read_gives_the_same_tasks(accelerated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # packed=True (what iter_tasks() reads with): the tasks packed where the C loops pack them
     # (runs whose op_summary types are known: no N/A row), each the record of the unpacked read, and
-    # their public records equal; everything else of the result equal too.
+    # their public records equal; everything else of the result equal too. A level-1 device
+    # without host tasks is packed straight from its task log (_packed_device).
     packed_runs = 0
+    fused: list[bool] = []
+    packed_device = _run._packed_device
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        found = packed_device(*args, **kwargs)
+        fused.append(found is not None)
+        return found
+
+    monkeypatch.setattr(_run, "_packed_device", spy)
     for name in real_run_names():
         (run_dir,) = (REAL_RUNS / name).glob("PROF_*")
         plain, packed = read_run(run_dir), read_run(run_dir, packed=True)
@@ -470,3 +480,4 @@ def test_a_packed_read_gives_the_same_tasks(accelerated: bool) -> None:
         assert packed.profiling_tasks(1, 3) == plain.profiling_tasks(1, 3), name
         assert dataclasses.replace(packed, tasks=plain.tasks) == plain, name
     assert (packed_runs > 0) is accelerated
+    assert any(fused) is (accelerated and _host.accelerated_default())

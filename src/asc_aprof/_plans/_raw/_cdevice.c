@@ -941,6 +941,63 @@ le64(const unsigned char *p)
 #define STARS_SIZE 64
 #define OTHER_BITS 0x3C0 /* header bits 6-9: neither the function nor the SQE type */
 
+/* The task-log records of a stars_soc file's contents (bytes or a memory map; a torn head of
+ * len % 64 bytes skipped, little-endian words) in r, with their counters: 1; 0 unless every
+ * record has the magic, is a task start or end with one of nnames SQE types and a stream id
+ * below 2048, and a time that is a number (the pure decoder and pairing decide then); -1 on
+ * error. r is to be freed (records_free) either way. */
+static int
+stars_records(PyObject *bytes, unsigned int magic, double base, double hertz, double offset, Py_ssize_t nnames,
+              Records *r)
+{
+    memset(r, 0, sizeof *r);
+    const unsigned char *buf;
+    Py_ssize_t len;
+    if (raw_data(bytes, &buf, &len) < 0) {
+        return -1;
+    }
+    Py_ssize_t n = len / STARS_SIZE;
+    const unsigned char *data = buf + len % STARS_SIZE;
+    if (records_alloc(r, n, 1) < 0) {
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
+        const unsigned char *rec = data + i * STARS_SIZE;
+        uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
+        uint32_t stream = le16(rec + 4);
+        uint64_t counter = le64(rec + 8);
+        if (le16(rec + 2) != magic || !known_header(head, nnames) || stream >= 2048) {
+            return 0;
+        }
+        double c;
+        if (counter < (1ULL << 53)) {
+            c = (double)counter; /* exact */
+        }
+        else { /* Python's correctly rounded int to float */
+            PyObject *big = PyLong_FromUnsignedLongLong(counter);
+            if (big == NULL) {
+                return -1;
+            }
+            c = PyLong_AsDouble(big);
+            Py_DECREF(big);
+            if (c == -1.0 && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        double t = (c - base) / hertz * 1e9 + offset;
+        if (isnan(t)) {
+            return 0;
+        }
+        r->head[i] = head;
+        r->stream[i] = stream;
+        r->task[i] = le16(rec + 6);
+        r->counters[i] = counter;
+        r->times[i] = t;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(paired_stars_doc,
 "paired_stars(data, magic, base, hertz, offset, sqe_names, context, cls, /)\n--\n\n"
 "paired_tasks straight from the stars_soc bytes (or memory map; a torn head of len(data) % 64 bytes skipped,\n"
@@ -965,51 +1022,10 @@ paired_stars(PyObject *Py_UNUSED(module), PyObject *args)
     if (alloc == NULL) {
         goto done;
     }
-    const unsigned char *buf;
-    Py_ssize_t len;
-    if (raw_data(bytes, &buf, &len) < 0) {
+    int read = stars_records(bytes, magic, base, hertz, offset, PyTuple_Size(names), &r);
+    if (read <= 0) {
+        result = read == 0 ? new_ref(Py_None) : NULL;
         goto done;
-    }
-    Py_ssize_t nnames = PyTuple_Size(names), n = len / STARS_SIZE;
-    const unsigned char *data = buf + len % STARS_SIZE;
-    if (records_alloc(&r, n, 1) < 0) {
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        RELEASE_POINT(i, RELEASE_PLAIN);
-        const unsigned char *rec = data + i * STARS_SIZE;
-        uint32_t head = le16(rec) & ~(uint32_t)OTHER_BITS;
-        uint32_t stream = le16(rec + 4);
-        uint64_t counter = le64(rec + 8);
-        if (le16(rec + 2) != magic || !known_header(head, nnames) || stream >= 2048) {
-            result = new_ref(Py_None);
-            goto done;
-        }
-        double c;
-        if (counter < (1ULL << 53)) {
-            c = (double)counter; /* exact */
-        }
-        else { /* Python's correctly rounded int to float */
-            PyObject *big = PyLong_FromUnsignedLongLong(counter);
-            if (big == NULL) {
-                goto done;
-            }
-            c = PyLong_AsDouble(big);
-            Py_DECREF(big);
-            if (c == -1.0 && PyErr_Occurred()) {
-                goto done;
-            }
-        }
-        double t = (c - base) / hertz * 1e9 + offset;
-        if (isnan(t)) {
-            result = new_ref(Py_None);
-            goto done;
-        }
-        r.head[i] = head;
-        r.stream[i] = stream;
-        r.task[i] = le16(rec + 6);
-        r.counters[i] = counter;
-        r.times[i] = t;
     }
     result = pair_records(&r, names, context, cls, alloc);
 done:
@@ -1442,15 +1458,27 @@ typedef struct {
 
 /* One row packed: 1, 0 where a value has no exact packed form (the caller falls back), -1 on
  * error. name and type borrowed; duration and start_ns new references (released here). */
+static int pack_rest(PackedOut *out, Packed *row, int ok, PyObject *g, PyObject *name, PyObject *type,
+                     PyObject *duration, PyObject *start_ns, int level0);
+
 static int
 pack_row(PackedOut *out, PyObject *a, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
          PyObject *start_ns, int level0)
 {
     Packed row;
     int ok = exact_i64(PyTuple_GetItem(a, 0), &row.stream) && exact_i64(PyTuple_GetItem(a, 1), &row.task)
-        && exact_i64(PyTuple_GetItem(a, 3), &row.batch) && exact_i64(start_ns, &row.start_ns)
-        && exact_u64(PyTuple_GetItem(a, 8), &row.start_cycles) && exact_u64(PyTuple_GetItem(a, 9), &row.end_cycles)
-        && exact_f64(duration, &row.duration) && exact_f64(PyTuple_GetItem(a, 5), &row.a_duration);
+        && exact_i64(PyTuple_GetItem(a, 3), &row.batch) && exact_u64(PyTuple_GetItem(a, 8), &row.start_cycles)
+        && exact_u64(PyTuple_GetItem(a, 9), &row.end_cycles) && exact_f64(PyTuple_GetItem(a, 5), &row.a_duration);
+    return pack_rest(out, &row, ok, g, name, type, duration, start_ns, level0);
+}
+
+/* pack_row's rest, the row's device task fields set in *row (ok: all of them had a packed form). */
+static int
+pack_rest(PackedOut *out, Packed *rowp, int ok, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
+          PyObject *start_ns, int level0)
+{
+    Packed row = *rowp;
+    ok = ok && exact_i64(start_ns, &row.start_ns) && exact_f64(duration, &row.duration);
     if (ok && !level0) {
         ok = exact_i64(PyTuple_GetItem(g, 7), &row.block) && exact_i64(PyTuple_GetItem(g, 8), &row.mix);
     }
@@ -1798,6 +1826,238 @@ done:
 }
 
 
+/* -- one device's rows, packed, straight from its task log --------------------------------------- */
+
+PyDoc_STRVAR(packed_device_doc,
+"packed_device(data, magic, base, hertz, offset, sqe_names, ge_tasks, hashes, device, printer,\n"
+"              limits, invalid, /)\n--\n\n"
+"One device's op_summary rows at task time level 1, packed (op_summary(..., mode=2)'s (capsule,\n"
+"count, strings)), made from its stars_soc contents (as paired_stars reads them) without a\n"
+"Python object per task: the pairing, the top-down join's checks where no host task was made\n"
+"(no two device tasks of one id) and the join with ge_tasks, in one call. limits: {stream: first\n"
+"flip time} where task ids must not wrap (a task starting at or after it is declined), or\n"
+"None. None wherever any step would give None (the caller takes the steps one by one then).");
+
+static int
+u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static PyObject *
+packed_device(PyObject *Py_UNUSED(module), PyObject *args)
+{
+    PyObject *bytes, *names, *ge, *hashes, *device, *printer_obj, *limits, *invalid;
+    unsigned int magic;
+    double base, hertz, offset;
+    if (!PyArg_ParseTuple(args, "OIdddO!OO!OO!OO:packed_device", &bytes, &magic, &base, &hertz, &offset,
+                          &PyTuple_Type, &names, &ge, &PyDict_Type, &hashes, &device, &PyTuple_Type,
+                          &printer_obj, &limits, &invalid)) {
+        return NULL;
+    }
+    if (!PyList_Check(ge) && !PyTuple_Check(ge)) {
+        PyErr_SetString(PyExc_TypeError, "packed_device: ge_tasks must be a list or tuple");
+        return NULL;
+    }
+    if (limits != Py_None && !PyDict_Check(limits)) {
+        PyErr_SetString(PyExc_TypeError, "packed_device: limits must be a dict or None");
+        return NULL;
+    }
+    Printer p;
+    if (printer_init(&p, printer_obj) < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Records r;
+    PairWork w;
+    memset(&w, 0, sizeof w);
+    uint32_t *keys = NULL;
+    double *limit_of = NULL;
+    GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
+    PackedOut packed = {NULL, NULL, NULL};
+    int read = stars_records(bytes, magic, base, hertz, offset, PyTuple_Size(names), &r);
+    if (read <= 0) {
+        result = read == 0 ? new_ref(Py_None) : NULL;
+        goto done;
+    }
+    Py_ssize_t n = r.n;
+    w.order = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    w.members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w.pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w.size = table_size(n);
+    w.table = malloc(sizeof(Slot) * w.size);
+    if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
+        || !w.table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t npairs;
+    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(&r, &w));
+    /* (the pairing's own scratch goes: the pairs, in start order, are what is read from here) */
+    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table);
+    w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL;
+    /* _top_down: no two device tasks of one (stream, task) (context invalid, batch 0) */
+    keys = malloc(sizeof(uint32_t) * (size_t)(npairs + 1));
+    limit_of = malloc(sizeof(double) * 2048);
+    if (keys == NULL || limit_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < npairs; k++) {
+        RELEASE_POINT(k, RELEASE_PLAIN);
+        Py_ssize_t s = w.pair_start[w.pairs[k].index];
+        keys[k] = r.stream[s] << 16 | r.task[s];
+    }
+    int twice = 0;
+    Py_BEGIN_ALLOW_THREADS
+    qsort(keys, (size_t)npairs, sizeof(uint32_t), u32_cmp);
+    for (Py_ssize_t k = 1; k < npairs && !twice; k++) {
+        twice = keys[k] == keys[k - 1];
+    }
+    Py_END_ALLOW_THREADS
+    if (twice) {
+        result = new_ref(Py_None);
+        goto done;
+    }
+    /* _device's check that task ids did not wrap: no task of a stream at or after its limit */
+    for (int j = 0; j < 2048; j++) {
+        limit_of[j] = INFINITY;
+    }
+    if (limits != Py_None) {
+        PyObject *key, *value;
+        Py_ssize_t at = 0;
+        while (PyDict_Next(limits, &at, &key, &value)) {
+            long stream = PyLong_Check(key) ? PyLong_AsLong(key) : -1;
+            if (stream == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+            }
+            if (!PyFloat_CheckExact(value)) {
+                result = new_ref(Py_None);
+                goto done;
+            }
+            if (stream >= 0 && stream < 2048) {
+                limit_of[stream] = PyFloat_AsDouble(value); /* (other streams have no task here) */
+            }
+        }
+    }
+    int64_t context;
+    if (!exact_i64(invalid, &context) || ge_index_build(&index, ge, device) <= 0) {
+        result = PyErr_Occurred() ? NULL : new_ref(Py_None);
+        goto done;
+    }
+    packed.vec = calloc(1, sizeof(PackedVec));
+    packed.strings = PyList_New(0);
+    packed.index = PyDict_New();
+    if (packed.vec == NULL || packed.strings == NULL || packed.index == NULL) {
+        if (packed.vec == NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    int have_last = 0;
+    double last = 0.0;
+    for (Py_ssize_t k = 0; k < npairs; k++) {
+        RELEASE_POINT(k, RELEASE_OBJECTS);
+        Py_ssize_t pair = w.pairs[k].index, s = w.pair_start[pair], e = w.pair_end[pair];
+        double start = r.times[s];
+        if (start >= limit_of[r.stream[s]]) {
+            result = new_ref(Py_None); /* declined by _device */
+            goto done;
+        }
+        int64_t key[4] = {r.stream[s], r.task[s], 0, context}; /* (stream, task, batch, context) */
+        Py_ssize_t at = find4(&index.keys, key, hash4(key))->index;
+        for (; at >= 0; at = index.next[at]) {
+            PyObject *g = seq_item(ge, at);
+            PyObject *type = PyTuple_GetItem(g, 6);
+            if (!PyUnicode_Check(type) || PyTuple_Size(g) < 9) {
+                result = new_ref(Py_None);
+                goto done;
+            }
+            if (PyUnicode_CompareWithASCIIString(type, "WRITE_BACK") == 0
+                || PyUnicode_CompareWithASCIIString(type, "INVALID") == 0) {
+                continue;
+            }
+            if (have_last && !(start > last)) {
+                result = new_ref(Py_None); /* equal starts: declined by the pure code */
+                goto done;
+            }
+            have_last = 1;
+            last = start;
+            double dur_ns = r.times[e] - start;
+            PyObject *duration = round3_obj(dur_ns / 1000.0);
+            PyObject *start_obj = duration == NULL ? NULL : PyFloat_FromDouble(start);
+            if (start_obj == NULL) {
+                Py_XDECREF(duration);
+                goto done;
+            }
+            PyObject *text, *start_ns;
+            int printed = printed_one(&p, start_obj, 0, &text, &start_ns);
+            Py_DECREF(start_obj);
+            if (printed < 0) {
+                Py_DECREF(duration);
+                goto done;
+            }
+            int kept = kept_one(&p, start_ns, text, duration);
+            Py_DECREF(text);
+            if (kept <= 0) {
+                Py_DECREF(duration);
+                Py_DECREF(start_ns);
+                if (kept < 0) {
+                    goto done;
+                }
+                continue;
+            }
+            PyObject *op_name = PyTuple_GetItem(g, 5);
+            PyObject *name = PyDict_GetItemWithError(hashes, op_name);
+            if (name == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(duration);
+                    Py_DECREF(start_ns);
+                    goto done;
+                }
+                name = op_name;
+            }
+            Packed row;
+            row.stream = r.stream[s];
+            row.task = r.task[s];
+            row.batch = 0;
+            row.start_cycles = r.counters[s];
+            row.end_cycles = r.counters[e];
+            row.a_duration = dur_ns;
+            int got = pack_rest(&packed, &row, 1, g, name, type, duration, start_ns, 0);
+            if (got <= 0) {
+                result = got == 0 ? new_ref(Py_None) : NULL;
+                goto done;
+            }
+        }
+    }
+    {
+        PyObject *capsule = PyCapsule_New(packed.vec, PACKED_CAPSULE, packed_capsule_free);
+        if (capsule != NULL) {
+            Py_ssize_t count = packed.vec->n;
+            packed.vec = NULL; /* the capsule's */
+            result = Py_BuildValue("(NnO)", capsule, count, packed.strings);
+        }
+    }
+done:
+    records_free(&r);
+    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.pairs, w.pair_end, w.pair_start, w.table, keys,
+                  limit_of);
+    FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last);
+    Py_XDECREF(packed.strings);
+    Py_XDECREF(packed.index);
+    if (packed.vec != NULL) {
+        FREE_RELEASED(packed.vec->rows, packed.vec);
+    }
+    return result;
+}
+
+
 /* -- one device's host records ---------------------------------------------------------------- */
 
 /* Item i of a list or tuple (borrowed). */
@@ -2123,6 +2383,7 @@ static PyMethodDef methods[] = {
     {"top_down", top_down, METH_VARARGS, top_down_doc},
     {"op_summary", op_summary, METH_VARARGS, op_summary_doc},
     {"packed_rows", packed_rows, METH_VARARGS, packed_rows_doc},
+    {"packed_device", packed_device, METH_VARARGS, packed_device_doc},
     {"printed_all", printed_all, METH_VARARGS, printed_all_doc},
     {"round3", round3, METH_O, round3_doc},
     {NULL, NULL, 0, NULL},

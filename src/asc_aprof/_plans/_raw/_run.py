@@ -891,6 +891,7 @@ class _Device:
         *,
         rows_only: bool = False,
         packed: bool = False,
+        made: PackedRows | None = None,
     ) -> None:
         self.dev = dev
         self.clock = clock
@@ -899,10 +900,12 @@ class _Device:
         self.ge_tasks = ge_tasks  # the device's GE tasks, in order (see :attr:`ge`)
         self._ge: dict[tuple[int, int, int, int], list[GeTask]] | None = None
         self.joined: list[tuple[_Ascend, GeTask]] = []  # op_summary's join, before the start filter
-        self.rows_only = rows_only or packed
+        self.rows_only = rows_only or packed or made is not None
         #: op_summary's rows: _Row records; with rows_only RawTask records; packed, PackedRows
-        #: where every value has its packed form (else RawTask records)
-        self.op_rows: list[Any] | PackedRows = self._op_summary(hashes, level0, packed=packed)
+        #: where every value has its packed form (else RawTask records); or as *made* already
+        self.op_rows: list[Any] | PackedRows = (
+            made if made is not None else self._op_summary(hashes, level0, packed=packed)
+        )
         self.pmu: _PmuSource | None = None
         self.clocks = ClockTable()
         self._types: dict[int, tuple[str, str]] | None = None
@@ -1310,7 +1313,19 @@ def _device(
         folder,
     )
     clocks = _clock_table(dev, files, info, clock)
-    device_tasks, subtasks = _stars_tasks(joined(files[p] for p in dev.stars), clock, folder, expanded)
+    stars = joined(files[p] for p in dev.stars)
+    if packed and not with_host and not _any_unknown_type(ge_tasks):
+        fused = _packed_device(dev, files, stars, clock, ge_tasks, hashes, all_export)
+        if fused is not None:
+            rows, fused_flips = fused
+            release((*dev.stars, *dev.ts_track))
+            empty(host, ge_tasks)
+            out = _Device(dev, clock, [], [], [], hashes, level0, made=rows)
+            out.pmu = _PmuSource(info, expanded, all_export, fused_flips)
+            out.clocks = clocks
+            return out
+    device_tasks, subtasks = _stars_tasks(stars, clock, folder, expanded)
+    del stars
     release(dev.stars)  # (the task log's records are in device_tasks now)
     if subtasks:
         if not level0:
@@ -1347,6 +1362,56 @@ def _device(
     out.pmu = _PmuSource(info, expanded, all_export, flips)
     out.clocks = clocks
     return out
+
+
+def _packed_device(
+    dev: DevicePlan,
+    files: Mapping[str, RawData],
+    stars: RawData,
+    clock: DeviceClock,
+    ge_tasks: list[GeTask],
+    hashes: Mapping[str, str],
+    all_export: bool,
+) -> tuple[PackedRows, list[FlipRecord]] | None:
+    """A level-1 device's op_summary rows packed straight from its task log, where no host task
+    was made (``_cdevice.packed_device``: the pairing, the top-down join's checks and the join
+    with the GE tasks in C, with no Python object per task), and its ts_track flips; None where
+    the steps have to be taken one by one (no C loops; anything they would decline or leave to
+    the pure code), which then give the same rows or the decline."""
+    c = _accelerated()
+    if c is None or not isinstance(hashes, dict):
+        return None
+    flips: list[FlipRecord] = []
+    limits: dict[int, float] | None = None
+    if dev.ts_track:
+        try:
+            flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
+        except DeclinedError:
+            return None  # (declined in the steps' order)
+        if all_export:
+            limits = {}
+            for flip in flips:
+                at = clock.ns(flip.counter)
+                limits[flip.stream_id] = min(limits.get(flip.stream_id, at), at)
+    base, hertz, offset = clock.terms()
+    found = c.packed_device(
+        stars,
+        STARS_MAGIC,
+        base,
+        hertz,
+        offset,
+        SQE_TYPES,
+        ge_tasks,
+        hashes,
+        dev.device,
+        clock.c_printer(),
+        limits,
+        INVALID_CONTEXT,
+    )
+    if found is None:
+        return None
+    capsule, size, strings = found
+    return PackedRows([PackedPart(capsule, size, strings, dev.device, False)]), flips
 
 
 def _any_unknown_type(ge_tasks: Sequence[GeTask]) -> bool:
