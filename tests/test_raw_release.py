@@ -456,7 +456,7 @@ def test_a_packed_read_gives_the_same_tasks(accelerated: bool, monkeypatch: pyte
     # (runs whose op_summary types are known: no N/A row), each the record of the unpacked read, and
     # their public records equal; everything else of the result equal too. A level-1 device
     # without host tasks is packed straight from its task log (_packed_device).
-    packed_runs = 0
+    packed_runs = clocked = 0
     fused: list[bool] = []
     packed_device = _run._packed_device
 
@@ -479,5 +479,10 @@ def test_a_packed_read_gives_the_same_tasks(accelerated: bool, monkeypatch: pyte
         assert packed.profiling_tasks() == plain.profiling_tasks(), name
         assert packed.profiling_tasks(1, 3) == plain.profiling_tasks(1, 3), name
         assert dataclasses.replace(packed, tasks=plain.tasks) == plain, name
+        # what profile() makes of a read: per device, public records and clocks
+        assert repr(packed.split_by_device()) == repr(plain.split_by_device()), name
+        assert repr(packed.aic_mhz()) == repr(plain.aic_mhz()), name
+        clocked += bool(packed.clocks) and isinstance(packed.tasks, PackedRows)
     assert (packed_runs > 0) is accelerated
     assert any(fused) is (accelerated and _host.accelerated_default())
+    assert (clocked > 0) is accelerated  # (910b_l1_div: packed, with clock data)

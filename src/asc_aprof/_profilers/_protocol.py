@@ -257,6 +257,7 @@ class Call:
                     toolkit=window.key.toolkit,
                     export_timeout=profiler.export_timeout,
                     on_export=on_export,
+                    packed=True,  # (split into public records per device)
                 )
                 clocks: dict[int | None, TaskClocks] = {}
                 if found.raw is not None:

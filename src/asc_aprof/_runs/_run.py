@@ -313,7 +313,7 @@ class Run(_RunBase):
 
         :param counters: also every task's PMU counters (``result.counters``)
         """
-        found = self.obtain(counters=counters)
+        found = self.obtain(counters=counters, packed=True)  # (public records made from them)
         if found.raw is not None:
             raw = found.raw
             return make_result(raw.profiling_tasks(), self.run_id, raw.counters, raw.level0_join)
@@ -374,7 +374,7 @@ class AsyncRun(_RunBase):
     async def result(self, *, counters: bool = False) -> ProfilingResult:
         """As :meth:`Run.result`, awaited: raw tasks become the result's tuple in a worker thread
         (made in steps, so the loop runs meanwhile), CSVs are parsed between checkpoints."""
-        found = await self.obtain(counters=counters)
+        found = await self.obtain(counters=counters, packed=True)  # (public records made from them)
         if found.raw is not None:
             box: list[object] = [found.raw]
             public = found.raw.profiling_tasks

@@ -1506,23 +1506,29 @@ pack_rest(PackedOut *out, Packed *rowp, int ok, PyObject *g, PyObject *name, PyO
 }
 
 PyDoc_STRVAR(packed_rows_doc,
-"packed_rows(rows, strings, device, level0, start, stop, cls, public, /)\n--\n\n"
+"packed_rows(rows, strings, device, level0, start, stop, cls, kind, /)\n--\n\n"
 "Records of the packed op_summary rows[start:stop] (rows: the capsule op_summary(..., 2) gave;\n"
 "0 <= start <= stop <= their number): raw_cls records (cls(device, stream, task, batch, name,\n"
 "type, type, duration, ns duration, start ns, start cycles, end cycles, block dims)) as the\n"
-"unpacked op_summary makes them, or with public the ProfilingTask records\n"
-"RawResult.profiling_tasks makes of those (cls(task, name, type, duration, device)).");
+"unpacked op_summary makes them (kind 0); the ProfilingTask records RawResult.profiling_tasks\n"
+"makes of those (kind 1: cls(task, name, type, duration, device)); or their start cycles\n"
+"(kind 2: ints, cls unused).");
 
 static PyObject *
 packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
 {
     PyObject *capsule, *strings, *device, *cls;
-    int level0, public;
+    int level0, kind;
     Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "OO!OpnnOp:packed_rows", &capsule, &PyList_Type, &strings, &device, &level0,
-                          &start, &stop, &cls, &public)) {
+    if (!PyArg_ParseTuple(args, "OO!OpnnOi:packed_rows", &capsule, &PyList_Type, &strings, &device, &level0,
+                          &start, &stop, &cls, &kind)) {
         return NULL;
     }
+    if (kind < 0 || kind > 2) {
+        PyErr_SetString(PyExc_ValueError, "packed_rows: kind is 0, 1 or 2");
+        return NULL;
+    }
+    int public = kind == 1;
     PackedVec *v = PyCapsule_GetPointer(capsule, PACKED_CAPSULE);
     if (v == NULL) {
         return NULL;
@@ -1531,10 +1537,10 @@ packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
         PyErr_SetString(PyExc_ValueError, "packed_rows: needs 0 <= start <= stop <= the rows' number");
         return NULL;
     }
-    RecordKind kind;
+    RecordKind record;
     allocfunc alloc = NULL;
-    if (public ? record_kind_init(&kind, cls, 5, "packed_rows: cls") < 0
-               : (alloc = record_alloc(cls, "packed_rows: cls")) == NULL) {
+    if (public ? record_kind_init(&record, cls, 5, "packed_rows: cls") < 0
+               : kind == 0 && (alloc = record_alloc(cls, "packed_rows: cls")) == NULL) {
         return NULL;
     }
     Py_ssize_t nstrings = PyList_Size(strings);
@@ -1545,12 +1551,20 @@ packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
     for (Py_ssize_t i = start; i < stop; i++) {
         RELEASE_POINT(i - start, RELEASE_OBJECTS);
         const Packed *row = v->rows + i;
+        if (kind == 2) {
+            PyObject *cycles = PyLong_FromUnsignedLongLong(row->start_cycles);
+            if (cycles == NULL) {
+                goto error;
+            }
+            PyList_SetItem(out, i - start, cycles);
+            continue;
+        }
         if (row->name >= nstrings || row->type >= nstrings) {
             PyErr_SetString(PyExc_ValueError, "packed_rows: strings is not the rows' list");
             goto error;
         }
         PyObject *name = PyList_GetItem(strings, row->name), *type = PyList_GetItem(strings, row->type);
-        PyObject *record;
+        PyObject *made;
         if (public) {
             PyObject *items[5] = {
                 PyLong_FromLongLong(row->task), new_ref(name), new_ref(type), PyFloat_FromDouble(row->duration),
@@ -1565,9 +1579,9 @@ packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
                 }
             }
             int untrack = atomic_items(items, 5);
-            record = record_kind_new(&kind, items);
-            if (record != NULL && untrack) {
-                PyObject_GC_UnTrack(record);
+            made = record_kind_new(&record, items);
+            if (made != NULL && untrack) {
+                PyObject_GC_UnTrack(made);
             }
         }
         else {
@@ -1587,21 +1601,21 @@ packed_rows(PyObject *Py_UNUSED(module), PyObject *args)
                 level0 ? new_ref(Py_None) : PyLong_FromLongLong(row->block),
                 level0 ? new_ref(Py_None) : PyLong_FromLongLong(row->mix),
             };
-            record = make_record(cls, alloc, items, 14);
+            made = make_record(cls, alloc, items, 14);
         }
-        if (record == NULL) {
+        if (made == NULL) {
             goto error;
         }
-        PyList_SetItem(out, i - start, record);
+        PyList_SetItem(out, i - start, made);
     }
     if (public) {
-        record_kind_clear(&kind);
+        record_kind_clear(&record);
     }
     return out;
 error:
     Py_XDECREF(out);
     if (public) {
-        record_kind_clear(&kind);
+        record_kind_clear(&record);
     }
     return NULL;
 }

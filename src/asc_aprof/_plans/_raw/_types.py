@@ -197,15 +197,28 @@ class PackedRows(Sequence[RawTask]):
     def records(self, start: int, stop: int, *, public: bool = False) -> list[Any]:
         """RawTask records of rows ``[start:stop]`` (0 <= start <= stop <= len), or with *public*
         their :class:`ProfilingTask` records (``RawTask.task()``)."""
+        return self._made(start, stop, 1 if public else 0)
+
+    def start_cycles(self, start: int, stop: int) -> list[int]:
+        """The ``start_cycles`` of rows ``[start:stop]``."""
+        return self._made(start, stop, 2)
+
+    @property
+    def parts(self) -> tuple[tuple[int, int, int], ...]:
+        """(device, first row, end row) of each device's rows, in order."""
+        begins = (0, *self._ends[:-1])
+        return tuple((p.device, b, e) for p, b, e in zip(self._parts, begins, self._ends, strict=True))
+
+    def _made(self, start: int, stop: int, kind: int) -> list[Any]:
         c = _C
         assert c is not None  # (only the C loops pack rows)
         out: list[Any] = []
         begin = 0
+        cls = ProfilingTask if kind == 1 else RawTask
         for part, end in zip(self._parts, self._ends, strict=True):
             if start < end and stop > begin:
                 lo, hi = max(start, begin) - begin, min(stop, end) - begin
-                cls = ProfilingTask if public else RawTask
-                got = c.packed_rows(part.rows, part.strings, part.device, part.level0, lo, hi, cls, public)
+                got = c.packed_rows(part.rows, part.strings, part.device, part.level0, lo, hi, cls, kind)
                 out = got if not out else out + got
             begin = end
         return out
@@ -304,6 +317,19 @@ class RawResult:
         the exporter's ``freq.db`` gives it; NaN where the device has no clock data."""
         out: list[float] = []
         tasks = self.tasks
+        if isinstance(tasks, PackedRows):
+            for device, begin, end in tasks.parts:
+                table = self.clocks.get(device)
+                if table is None:
+                    out += itertools.repeat(math.nan, end - begin)
+                    continue
+                starts: list[int] = []
+                for lo in range(begin, end, _DEVICE_SLICE):
+                    starts += tasks.start_cycles(lo, min(lo + _DEVICE_SLICE, end))
+                got = table.mhz_of(starts)
+                out += got
+                empty(starts, got)
+            return out
         at = 0
         while at < len(tasks):  # runs of one device (devices are concatenated)
             device = tasks[at].device
@@ -347,6 +373,19 @@ class RawResult:
         The records are :meth:`profiling_tasks`' (made in C where built: left out of the cyclic
         garbage collector, so a later collection does not walk every task of the run), made a
         slice at a time (each slice one call: threads switch between them)."""
+        tasks = self.tasks
+        if isinstance(tasks, PackedRows):  # (devices one after another, no counters)
+            assert self.counters is None, "rows are packed where no counter is read"
+            shares: dict[int | None, DeviceShare] = {}
+            for device, begin, end in tasks.parts:
+                if begin == end:
+                    continue  # (a device without a task has no share, as below)
+                made: list[ProfilingTask] = []
+                for lo in range(begin, end, _DEVICE_SLICE):
+                    made += tasks.records(lo, min(lo + _DEVICE_SLICE, end), public=True)
+                shares[device] = (to_tuple(made), None)
+                empty(made)
+            return shares
         indexes: dict[int | None, list[int]] = {}
         for index, raw in enumerate(self.tasks):
             indexes.setdefault(raw.device, []).append(index)
@@ -373,8 +412,15 @@ class RawResult:
             return {}
         clocks: dict[int | None, list[float]] = {}
         every = self.aic_mhz()
-        for raw, mhz in zip(self.tasks, every, strict=True):
-            clocks.setdefault(raw.device, []).append(mhz)
+        tasks = self.tasks
+        if isinstance(tasks, PackedRows):
+            for device, begin, end in tasks.parts:
+                mine = clocks.setdefault(device, [])
+                for lo in range(begin, end, _DEVICE_SLICE):
+                    mine += every[lo : min(lo + _DEVICE_SLICE, end)]
+        else:
+            for raw, mhz in zip(tasks, every, strict=True):
+                clocks.setdefault(raw.device, []).append(mhz)
         empty(every)
         return {
             device: TaskClocks(to_tuple(mhz), _positive(self.clocks[device].rated_mhz))
