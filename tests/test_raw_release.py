@@ -22,7 +22,7 @@ from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
 from asc_aprof._cann._files import RunFolder
 from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _host, _run
 from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
-from asc_aprof._plans._raw._types import DeclinedError, PackedRows
+from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows
 from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
@@ -242,6 +242,21 @@ async def test_release_frees_a_results_records_and_never_a_tuple_shared_with_the
         assert all(ref() is not None for ref in watched)
     else:
         assert all(ref() is None for ref in watched)
+
+
+@pytest.mark.anyio
+async def test_release_frees_packed_rows_in_a_worker_thread() -> None:
+    # Packed rows are a few big blocks: unmapping them takes milliseconds, GIL or not, so the
+    # loop's thread hands them to a worker thread to free.
+    freed_in: list[int] = []
+
+    class Rows:  # (stands for the capsule that holds the rows)
+        def __del__(self) -> None:
+            freed_in.append(threading.get_ident())
+
+    box: list[object] = [RawResult(PackedRows([PackedPart(Rows(), 0, [], 0, False)]), "op_summary", False)]
+    await _drive.release(box)
+    assert box == [] and len(freed_in) == 1 and freed_in[0] != threading.get_ident()
 
 
 # -- the public records in slices ---------------------------------------------------------------

@@ -28,6 +28,7 @@ from .._cann._files import check_tree
 from .._cann._runguard import exporting, exporting_async
 from .._model._records import ProfilingTask
 from .._plans._raw._chunked import clear_items, to_tuple
+from .._plans._raw._types import PackedRows
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
 from ._raw_files import decoding, read_run, read_run_async, reading
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
@@ -197,7 +198,8 @@ async def release(box: list[Any]) -> None:
     """Empty *box*, freeing what it held in bounded slices between checkpoints.
 
     A :class:`~asc_aprof._plans._raw.RawResult` (or a tuple or list of records) freed at once is one long
-    operation on the loop's thread. A tuple only this holds has its records freed a slice at a time
+    operation on the loop's thread. Packed rows (``PackedRows``) are freed in a worker thread (a
+    few big blocks to unmap). A tuple only this holds has its records freed a slice at a time
     (``clear_items``, in C); otherwise the records are first copied into a list in slices (the
     tuple then goes with a decrement per record, nothing freed: still 6 ms for 500,000 records,
     the cache misses of touching each), and the list is emptied a slice at a time. Cancelled: what
@@ -207,6 +209,14 @@ async def release(box: list[Any]) -> None:
         held = box.pop()
         records = getattr(held, "tasks", held)
         del held
+        if isinstance(records, PackedRows):
+            # a few big blocks: unmapping them takes milliseconds whether or not the GIL is
+            # held, so a worker thread does it (the list is their only holder then)
+            only: list[Any] = [records]
+            del records
+            with anyio.CancelScope(shield=True):  # (a hop to a thread: fractions of a millisecond)
+                await anyio.to_thread.run_sync(only.clear)
+            continue
         if not isinstance(records, tuple | list) or len(records) < _FREE_SLICE:
             del records
             await anyio.lowlevel.checkpoint()
