@@ -161,7 +161,7 @@ class _SwitchPin(_WhileDecoding):
 #: The switch interval while a decode runs (seconds): see :class:`_SwitchPin`. The C loops let
 #: the GIL go at most every twice as long (``_release.h``: more often would keep a waiting thread
 #: from ever asking for it).
-SWITCH_INTERVAL: Final = 0.0005
+SWITCH_INTERVAL: Final = 0.00025
 #: The collector's third threshold while reads run: full passes never come (a C int's largest)
 HELD_THRESHOLD: Final = 2**31 - 1
 

@@ -47,7 +47,7 @@
 #define RELEASE_PLAIN 4096
 
 /* At least this long between two releases of one thread: twice _driver.SWITCH_INTERVAL. */
-#define RELEASE_INTERVAL_NS 1000000
+#define RELEASE_INTERVAL_NS 500000
 
 #if defined(_WIN32)
 #include <windows.h>
