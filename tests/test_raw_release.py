@@ -501,3 +501,32 @@ def test_a_packed_read_gives_the_same_tasks(accelerated: bool, monkeypatch: pyte
     assert (packed_runs > 0) is accelerated
     assert any(fused) is (accelerated and _host.accelerated_default())
     assert (clocked > 0) is accelerated  # (910b_l1_div: packed, with clock data)
+
+
+def test_an_unknown_ge_type_at_level_1_is_decoded_again_whole(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A lean read made no host task; a GE task typed N/A (the level-0 join would type its row,
+    # which reads the host tasks) sends the run to a whole decode, which gives the answer.
+    with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
+        sim.launch("k", count=3, duration_us=2.0)
+    assert run.run_dir is not None
+    plan, files = _driver._files(run.run_dir)
+    whole = _run.decode_run(plan, files)
+    leans: list[tuple[bool, str]] = []
+    decode = _run.decode_run
+
+    def decode_spy(*args: Any, **kwargs: Any) -> RawResult:
+        try:
+            result = decode(*args, **kwargs)
+        except Exception as exc:
+            leans.append((kwargs["lean"], type(exc).__name__))
+            raise
+        leans.append((kwargs["lean"], "done"))
+        return result
+
+    monkeypatch.setattr(_run, "_any_unknown_type", lambda ge_tasks: True)  # (as if one were N/A)
+    monkeypatch.setattr(_driver, "decode_run", decode_spy)
+    got = read_run(run.run_dir)
+    expected = ["WholeDecodeNeeded", "done"] if _host.accelerated_default() else ["done"]
+    assert [how for _, how in leans] == expected and repr(got) == repr(whole)
