@@ -772,29 +772,50 @@ pair_indices(const Records *r, PairWork *w)
     return npairs;
 }
 
+/* The scratch arrays of w (NULL allowed), freed with the GIL released. */
+static void
+pair_work_free(PairWork *w)
+{
+    FREE_RELEASED(w->order, w->group_of, w->first, w->members, w->pairs, w->pair_end, w->pair_start, w->table);
+    memset(w, 0, sizeof *w);
+}
+
+/* r's records paired (pair_indices, the GIL released where big) in w's scratch, made here: the
+ * number of pairs, or -1 with an exception. w is to be freed (pair_work_free) either way. */
+static Py_ssize_t
+paired(const Records *r, PairWork *w)
+{
+    Py_ssize_t n = r->n;
+    memset(w, 0, sizeof *w);
+    w->order = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w->group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w->first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
+    w->members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w->pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w->pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w->pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w->size = table_size(n);
+    w->table = malloc(sizeof(Slot) * w->size);
+    if (!w->order || !w->group_of || !w->first || !w->members || !w->pairs || !w->pair_end || !w->pair_start
+        || !w->table) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t npairs;
+    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(r, w));
+    return npairs;
+}
+
 /* _paired_tasks on checked records: a new list of cls records, NULL on error. */
 static PyObject *
 pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls, allocfunc alloc)
 {
-    Py_ssize_t n = r->n;
     PyObject *result = NULL;
     PairWork w;
-    w.order = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    w.members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.size = table_size(n);
-    w.table = malloc(sizeof(Slot) * w.size);
-    if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
-        || !w.table) {
-        PyErr_NoMemory();
+    Py_ssize_t npairs = paired(r, &w);
+    if (npairs < 0) {
         goto done;
     }
-    Py_ssize_t npairs;
-    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(r, &w));
     result = PyList_New(npairs);
     if (result == NULL) {
         goto done;
@@ -822,7 +843,7 @@ pair_records(const Records *r, PyObject *names, PyObject *context, PyObject *cls
         PyList_SetItem(result, k, record);
     }
 done:
-    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.pairs, w.pair_end, w.pair_start, w.table);
+    pair_work_free(&w);
     return result;
 }
 
@@ -1895,23 +1916,10 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
         result = read == 0 ? new_ref(Py_None) : NULL;
         goto done;
     }
-    Py_ssize_t n = r.n;
-    w.order = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    w.members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w.pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w.size = table_size(n);
-    w.table = malloc(sizeof(Slot) * w.size);
-    if (!w.order || !w.group_of || !w.first || !w.members || !w.pairs || !w.pair_end || !w.pair_start
-        || !w.table) {
-        PyErr_NoMemory();
+    Py_ssize_t npairs = paired(&r, &w);
+    if (npairs < 0) {
         goto done;
     }
-    Py_ssize_t npairs;
-    RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(&r, &w));
     /* (the pairing's own scratch goes: the pairs, in start order, are what is read from here) */
     FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table);
     w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL;
@@ -2060,8 +2068,8 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     }
 done:
     records_free(&r);
-    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.pairs, w.pair_end, w.pair_start, w.table, keys,
-                  limit_of);
+    pair_work_free(&w);
+    FREE_RELEASED(keys, limit_of);
     FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last);
     Py_XDECREF(packed.strings);
     Py_XDECREF(packed.index);
