@@ -381,6 +381,24 @@ def test_a_file_that_changes_size_while_read_is_read_as_read_would(tmp_path: Pat
         assert isinstance(data, mmap.mmap) == (size == 25600)
 
 
+def spied_decodes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, str]]:
+    """read_run's decodes from now on, each as (lean, how it ended: "done" or the exception)."""
+    leans: list[tuple[bool, str]] = []
+    decode = _run.decode_run
+
+    def decode_spy(*args: Any, **kwargs: Any) -> RawResult:
+        try:
+            result = decode(*args, **kwargs)
+        except Exception as exc:
+            leans.append((kwargs["lean"], type(exc).__name__))
+            raise
+        leans.append((kwargs["lean"], "done"))
+        return result
+
+    monkeypatch.setattr(_driver, "decode_run", decode_spy)
+    return leans
+
+
 @pytest.mark.parametrize("kernels", [3, 0], ids=["kernels", "no_kernel"])
 def test_a_lean_read_gives_what_a_whole_decode_gives(
     accelerated: bool,
@@ -398,26 +416,16 @@ def test_a_lean_read_gives_what_a_whole_decode_gives(
         if kernels:
             sim.launch("k", count=kernels, duration_us=2.0)
     assert run.run_dir is not None
-    leans: list[tuple[bool, str]] = []  # (lean, how the decode ended)
     made: list[bool] = []  # HostTables.with_host_tasks of each decode
     decode, tables = _run.decode_run, _host.host_tables
-
-    def decode_spy(*args: Any, **kwargs: Any) -> RawResult:
-        try:
-            result = decode(*args, **kwargs)
-        except Exception as exc:
-            leans.append((kwargs["lean"], type(exc).__name__))
-            raise
-        leans.append((kwargs["lean"], "done"))
-        return result
 
     def tables_spy(*args: Any, **kwargs: Any) -> Any:
         found = tables(*args, **kwargs)
         made.append(found.with_host_tasks)
         return found
 
-    monkeypatch.setattr(_driver, "decode_run", decode_spy)
     monkeypatch.setattr(_run, "host_tables", tables_spy)
+    leans = spied_decodes(monkeypatch)
     got = read_run(run.run_dir)
     plan, files = _driver._files(run.run_dir)
     try:
@@ -513,20 +521,8 @@ def test_an_unknown_ge_type_at_level_1_is_decoded_again_whole(
     assert run.run_dir is not None
     plan, files = _driver._files(run.run_dir)
     whole = _run.decode_run(plan, files)
-    leans: list[tuple[bool, str]] = []
-    decode = _run.decode_run
-
-    def decode_spy(*args: Any, **kwargs: Any) -> RawResult:
-        try:
-            result = decode(*args, **kwargs)
-        except Exception as exc:
-            leans.append((kwargs["lean"], type(exc).__name__))
-            raise
-        leans.append((kwargs["lean"], "done"))
-        return result
-
     monkeypatch.setattr(_run, "_any_unknown_type", lambda ge_tasks: True)  # (as if one were N/A)
-    monkeypatch.setattr(_driver, "decode_run", decode_spy)
+    leans = spied_decodes(monkeypatch)
     got = read_run(run.run_dir)
     expected = ["WholeDecodeNeeded", "done"] if _host.accelerated_default() else ["done"]
     assert [how for _, how in leans] == expected and repr(got) == repr(whole)
