@@ -1314,7 +1314,8 @@ def _device(
     )
     clocks = _clock_table(dev, files, info, clock)
     stars = joined(files[p] for p in dev.stars)
-    if packed and not with_host and not _any_unknown_type(ge_tasks):
+    rows_only = lean and not _any_unknown_type(ge_tasks)
+    if packed and rows_only and not with_host:
         fused = _packed_device(dev, files, stars, clock, ge_tasks, hashes, all_export)
         if fused is not None:
             rows, fused_flips = fused
@@ -1338,10 +1339,7 @@ def _device(
         flips = ts_track_flips(joined(files[p] for p in dev.ts_track))
         release(dev.ts_track)
         if all_export:
-            first: dict[int, float] = {}
-            for flip in flips:
-                at = clock.ns(flip.counter)
-                first[flip.stream_id] = min(first.get(flip.stream_id, at), at)
+            first = _first_flips(flips, clock)
             for task in device_tasks:
                 limit = first.get(task.stream_id)
                 if limit is not None and task.start >= limit:
@@ -1351,7 +1349,6 @@ def _device(
                     )
     ascend = _top_down(host, device_tasks, folder)
     empty(device_tasks)  # (freed in steps: see ._chunked)
-    rows_only = lean and not _any_unknown_type(ge_tasks)
     if not rows_only and not with_host:
         raise WholeDecodeNeeded  # (N/A types at level 1: rare)
     if rows_only:
@@ -1389,10 +1386,7 @@ def _packed_device(
         except DeclinedError:
             return None  # (declined in the steps' order)
         if all_export:
-            limits = {}
-            for flip in flips:
-                at = clock.ns(flip.counter)
-                limits[flip.stream_id] = min(limits.get(flip.stream_id, at), at)
+            limits = _first_flips(flips, clock)
     base, hertz, offset = clock.terms()
     found = c.packed_device(
         stars,
@@ -1412,6 +1406,16 @@ def _packed_device(
         return None
     capsule, size, strings = found
     return PackedRows([PackedPart(capsule, size, strings, dev.device, False)]), flips
+
+
+def _first_flips(flips: Iterable[FlipRecord], clock: DeviceClock) -> dict[int, float]:
+    """Per stream, the time (ns) of its first task-id flip: a task starting then or later would
+    have a wrapped id, which the exporter numbers in a way not verified here."""
+    first: dict[int, float] = {}
+    for flip in flips:
+        at = clock.ns(flip.counter)
+        first[flip.stream_id] = min(first.get(flip.stream_id, at), at)
+    return first
 
 
 def _any_unknown_type(ge_tasks: Sequence[GeTask]) -> bool:
