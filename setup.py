@@ -22,7 +22,11 @@ from setuptools.command.build_ext import build_ext
 HERE = Path(__file__).resolve().parent
 SIM_PACKAGE = Path("asc_aprof") / "sim"
 #: Included by the raw reader's C loops (release points, file contents: see the headers).
-RAW_HEADERS = ("src/asc_aprof/_plans/_raw/_release.h", "src/asc_aprof/_plans/_raw/_rawdata.h")
+RAW_HEADERS = (
+    "src/asc_aprof/_plans/_raw/_release.h",
+    "src/asc_aprof/_plans/_raw/_rawdata.h",
+    "src/asc_aprof/_plans/_raw/_gepack.h",
+)
 
 
 def _buildspec() -> ModuleType:

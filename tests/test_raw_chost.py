@@ -11,6 +11,7 @@ pure loops. Every real run gives the same tables and the same read either way.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import struct
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from asc_aprof._plans._raw import _host, _run
+from asc_aprof._plans._raw import RawResult, _host, _run
 from asc_aprof._plans._raw._decode import (
     HOST_MAGIC,
     LEVELS,
@@ -440,3 +441,129 @@ def test_real_runs_read_the_same_with_c_and_pure_loops(
     c_tables = outcome(fast_records, accelerated=True, **flags)
     assert c_tables == outcome(pure_records, accelerated=False, **flags)
     assert isinstance(c_tables, tuple) and c_tables[0]  # tables, not an error: the run has tasks
+
+
+# -- the lean walk (GE tasks only, the calls kept as intervals) -----------------------------------
+
+
+def lean_walk(
+    files: dict[str, bytes], tensors: list[HeaderRecord], all_export: bool, cuts: list[int]
+) -> object:
+    """The lean walk's GE tasks (with their classes, in (device, stream, task) order) of the files,
+    each fed in slices cut after the records *cuts* names; or "whole" where it declines the run,
+    or the error a lookup raised (as :func:`outcome` gives them)."""
+    sizes = {"apis": 40, "node_basics": 64, "tracks": 64}
+    names = {"apis": "api_event", "node_basics": "node_basic_info", "tracks": "task_track"}
+
+    def feed(kind: str) -> None:
+        data, size = files[kind], sizes[kind]
+        bounds = sorted({0, len(data), *(size * c for c in cuts if size * c < len(data))})
+        for lo, hi in itertools.pairwise(bounds):
+            walk.feed(names[kind], data[lo:hi])
+
+    try:
+        walk = _host.LeanWalk(
+            HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()}), all_export=all_export
+        )
+        feed("apis")
+        walk.walk()
+        feed("node_basics")
+        walk.tensors(tensors)
+        feed("tracks")
+        packs = walk.finish()
+    except WholeDecodeNeeded:
+        return "whole"
+    except DeclinedError as exc:
+        return exc.declined
+    except Exception as exc:
+        return type(exc), exc.args
+    made = [(type(g), g) for pack in packs.values() for g in pack]
+    assert all(len(pack) and all(g.device_id == d for g in pack) for d, pack in packs.items())
+    return sorted(made, key=lambda x: (x[1].device_id, x[1].stream_id, x[1].task_id))
+
+
+@settings(max_examples=500)
+@given(
+    records=streams(),
+    all_export=st.booleans(),
+    cuts=st.lists(st.integers(1, 11), max_size=3),
+)
+def test_the_lean_walk_gives_the_queue_walks_ge_tasks_or_declines(
+    records: HostRecords, all_export: bool, cuts: list[int]
+) -> None:
+    """Fed the files a slice at a time, the lean walk gives the GE tasks the pure loops give at
+    level 1 (the same records, per device), or declines the run ("whole": read it whole) where
+    the pure loops decline it, or two host tasks share their ids; a lookup's error is theirs."""
+    files = packed(records)
+    lean = lean_walk(files, records.tensors, all_export, cuts)
+    pure = outcome(taken(files, records.tensors), accelerated=False, level0=False, all_export=all_export)
+    if isinstance(pure, tuple) and len(pure) == 2 and isinstance(pure[0], list):
+        ids = [(h.device_id, h.stream_id, h.task_id, h.context_id) for _, h in pure[0]]
+        unique = len(set(ids)) == len(ids) and all(d < 1 << 10 and s < 1 << 20 for d, s, _, _ in ids)
+        event(f"pure tables, ids unique: {unique}, lean: {'whole' if lean == 'whole' else 'tasks'}")
+        if unique:
+            assert lean == sorted(pure[1], key=lambda x: (x[1].device_id, x[1].stream_id, x[1].task_id))
+        else:
+            assert lean == "whole"
+    else:
+        event(f"pure declines, lean: {'whole' if lean == 'whole' else 'other'}")
+        # a decline (or error) of the pure loops: the lean walk declines too, or raises the same
+        assert lean == "whole" or lean == pure, (lean, pure)
+
+
+def test_the_lean_walk_declines_a_slice_of_part_records_and_is_fed_in_order() -> None:
+    records = tree()
+    files = packed(records)
+    walk = _host.LeanWalk(records, all_export=True)
+    with pytest.raises(WholeDecodeNeeded, match="api_event"):
+        walk.feed("api_event", files["apis"][:-1])  # (a torn slice: the whole decode drops its head)
+    walk = _host.LeanWalk(records, all_export=True)
+    with pytest.raises(ValueError, match="out of order"):
+        walk.feed("task_track", files["tracks"])  # (before the calls are walked)
+
+
+def test_the_lean_walk_packs_the_tree_and_its_records_read_as_a_sequence() -> None:
+    records = tree()
+    files = packed(records)
+    walk = _host.LeanWalk(records, all_export=True)
+    walk.feed("api_event", files["apis"])
+    walk.walk()
+    walk.feed("node_basic_info", files["node_basics"])
+    walk.tensors(records.tensors)
+    walk.feed("task_track", files["tracks"])
+    (pack,) = walk.finish().values()
+    full = host_tables(tree(), level0=False, all_export=True, accelerated=False)
+    assert isinstance(pack, _host.PackedGe) and len(pack) == 2
+    assert list(pack) == full.ge_tasks and all(type(g) is GeTask for g in pack)
+    assert pack[-1] == pack[1] == full.ge_tasks[1] and pack[0:2] == pack[:] == full.ge_tasks
+    assert pack[::-1] == full.ge_tasks[::-1] and pack[5:9] == []
+    with pytest.raises(IndexError):
+        pack[2]
+    assert not pack.unknown_type()
+
+
+@pytest.mark.skipif(not REAL_RUNS.is_dir(), reason="no real runs beside the repository")
+@pytest.mark.parametrize("name", real_run_names())
+def test_real_runs_read_lean_the_same_with_the_lean_walk_and_the_pure_loops(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # read_run's lean decode: at level 1 the GE tasks by the lean walk (C), against the pure loops
+    path, run_id = copy_run(name, tmp_path)
+    walks: list[dict[int, _host.PackedGe]] = []
+    lean_host = _run._lean_host
+
+    def spy(*args: Any, **kwargs: Any) -> dict[int, _host.PackedGe]:
+        walks.append(lean_host(*args, **kwargs))
+        return walks[-1]
+
+    monkeypatch.setattr(_run, "_lean_host", spy)
+    monkeypatch.setenv("ASC_APROF_PURE_PYTHON", "1")
+    pure = read_run(path / run_id)
+    monkeypatch.delenv("ASC_APROF_PURE_PYTHON")
+    assert not walks
+    fast = read_run(path / run_id)
+    assert dataclasses.asdict(fast) == dataclasses.asdict(pure)
+    assert isinstance(fast, RawResult) and fast.tasks
+    assert len(walks) == (0 if fast.level0 else 1)  # (the lean walk runs at level 1 only)
+    if walks:
+        assert sum(len(p) for p in walks[0].values()) == len(fast.tasks)

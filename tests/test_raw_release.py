@@ -425,6 +425,19 @@ def test_a_lean_read_gives_what_a_whole_decode_gives(
         return found
 
     monkeypatch.setattr(_run, "host_tables", tables_spy)
+    walks: list[str] = []  # each lean host walk's end
+    lean_host = _run._lean_host
+
+    def walk_spy(*args: Any, **kwargs: Any) -> Any:
+        try:
+            found = lean_host(*args, **kwargs)
+        except Exception as exc:
+            walks.append(type(exc).__name__)
+            raise
+        walks.append("done")
+        return found
+
+    monkeypatch.setattr(_run, "_lean_host", walk_spy)
     leans = spied_decodes(monkeypatch)
     got = read_run(run.run_dir)
     plan, files = _driver._files(run.run_dir)
@@ -436,8 +449,10 @@ def test_a_lean_read_gives_what_a_whole_decode_gives(
     if kernels:
         assert isinstance(got, RawResult) and len(got.tasks) == kernels
         assert leans == [(True, "done")]
-        # (the pure host loops, without the C extension, make every host task)
-        assert made[0] is not _host.accelerated_default()  # (then the whole decode below)
+        if _host.lean_walk_ready():  # the lean walk made the GE tasks: no host task at all
+            assert walks == ["done"] and made == [True]  # (the whole decode below)
+        else:  # the pure host loops make every host task
+            assert walks == [] and made == [True, True]
     else:
         assert [lean for lean, _ in leans] == [True, False] and leans[0][1] == "WholeDecodeNeeded"
         assert made[1] is True
@@ -446,8 +461,9 @@ def test_a_lean_read_gives_what_a_whole_decode_gives(
 def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
     toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The metadata and host data are read at once; each device's task logs only when its turn
-    # comes (then kept until let go); one let go unread is never read.
+    # The metadata and small host files are read at once; the host's record files and each
+    # device's task logs only when the decode asks (then kept until let go); one let go unread
+    # is never read.
     with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
         sim.launch("k", count=3, duration_us=2.0)
     assert run.run_dir is not None
@@ -463,8 +479,11 @@ def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
         plan, files = _driver._run_files(folder, counters=True)
         (dev,) = plan.devices
         logs = [*dev.stars, *dev.ts_track, *dev.ffts]
+        host_records = [p for kind in _driver.HOST_RECORD_FILES for p in plan.host_data.get(kind, ())]
         assert len(logs) >= 2 and all(rel in files for rel in logs)
-        assert set(opened) == set(plan.wanted) - set(logs)
+        assert len(host_records) == 3 and all(rel in files for rel in host_records)
+        assert set(opened) == set(plan.wanted) - set(logs) - set(host_records)
+        assert bytes(files[host_records[0]]) and opened.count(host_records[0]) == 1
         assert bytes(files[logs[0]]) == (run.run_dir / logs[0]).read_bytes()
         assert bytes(files[logs[0]]) and opened.count(logs[0]) == 1  # read once, then kept
         assert files.pop(logs[1]) is None and logs[1] not in files and logs[1] not in opened

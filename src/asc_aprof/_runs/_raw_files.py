@@ -223,6 +223,7 @@ def _run_files(folder: RunFolder, counters: bool, mapped_min: int = MAPPED_MIN) 
     plan = RunPlan.from_listing(_listing(folder))
     skipped = set() if counters else {p for dev in plan.devices for p in dev.ffts}
     later = {p for dev in plan.devices for p in (*dev.stars, *dev.ts_track, *dev.ffts)}
+    later.update(p for kind in HOST_RECORD_FILES for p in plan.host_data.get(kind, ()))
     files = _RunFiles(folder, plan.record_files, mapped_min)
     for rel in plan.wanted:
         if rel not in skipped:
@@ -230,11 +231,16 @@ def _run_files(folder: RunFolder, counters: bool, mapped_min: int = MAPPED_MIN) 
     return plan, files
 
 
+#: The host files of records, one per task or call (api_event, node_basic_info, task_track).
+HOST_RECORD_FILES: Final = ("api_event", "node_basic_info", "task_track")
+
+
 class _RunFiles(MutableMapping[str, RawData]):
-    """The files of one run a decode reads, by relative path: the run's metadata and host data
-    read when made, each device's task and PMU logs (``stars_soc``, ``ts_track``,
-    ``ffts_profile``: most of a big run's bytes) only when the decode first asks for them, so
-    one device's logs are in memory while it is decoded, not every device's from the start.
+    """The files of one run a decode reads, by relative path: the run's metadata and small host
+    files read when made; the host's record files (:data:`HOST_RECORD_FILES`) and each device's
+    task and PMU logs (``stars_soc``, ``ts_track``, ``ffts_profile``: most of a big run's bytes)
+    only when the decode first asks for them, so that a slice or one device's logs are in memory
+    while they are decoded, not every file from the start.
     ``pop`` (the decode lets go of a file it is done with) forgets a file read or not.
 
     Each file is read by the reading rule of :mod:`asc_aprof._cann._files` (a regular file, no

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_gepack.h"
 #include "_rawdata.h"
 #include "_release.h"
 
@@ -1865,13 +1866,46 @@ done:
 
 PyDoc_STRVAR(packed_device_doc,
 "packed_device(data, magic, base, hertz, offset, sqe_names, ge_tasks, hashes, device, printer,\n"
-"              limits, invalid, /)\n--\n\n"
+"              limits, invalid, packed_ge=None, /)\n--\n\n"
 "One device's op_summary rows at task time level 1, packed (op_summary(..., mode=2)'s (capsule,\n"
 "count, strings)), made from its stars_soc contents (as paired_stars reads them) without a\n"
 "Python object per task: the pairing, the top-down join's checks where no host task was made\n"
 "(no two device tasks of one id) and the join with ge_tasks, in one call. limits: {stream: first\n"
 "flip time} where task ids must not wrap (a task starting at or after it is declined), or\n"
-"None. None wherever any step would give None (the caller takes the steps one by one then).");
+"None. packed_ge: the device's GE tasks as _chost.lean_finish packs them (a capsule), ge_tasks\n"
+"then their templates. None wherever any step would give None (the caller takes the steps one\n"
+"by one then).");
+
+/* ge_index_build of GE tasks packed by _chost's lean walk (every one of the device, context
+ * `context`, batch 0): 1 indexed, -1 error. */
+static int
+ge_index_packed(GeIndex *x, const GeVec *ge, int64_t context)
+{
+    Py_ssize_t n = ge->n;
+    x->next = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->last = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    if (table4_init(&x->keys, n) < 0 || x->next == NULL || x->last == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
+        int64_t k[4] = {ge->v[i].stream, ge->v[i].task, 0, context};
+        uint64_t hash = hash4(k);
+        Slot4 *slot = find4(&x->keys, k, hash);
+        x->next[i] = -1;
+        if (slot->index < 0) {
+            table4_put(&x->keys, slot, k, hash, i);
+            x->last[i] = i;
+        }
+        else {
+            Py_ssize_t first = slot->index;
+            x->next[x->last[first]] = i;
+            x->last[first] = i;
+        }
+    }
+    return 1;
+}
 
 static int
 u32_cmp(const void *a, const void *b)
@@ -1883,13 +1917,24 @@ u32_cmp(const void *a, const void *b)
 static PyObject *
 packed_device(PyObject *Py_UNUSED(module), PyObject *args)
 {
-    PyObject *bytes, *names, *ge, *hashes, *device, *printer_obj, *limits, *invalid;
+    PyObject *bytes, *names, *ge, *hashes, *device, *printer_obj, *limits, *invalid, *packed_obj = Py_None;
     unsigned int magic;
     double base, hertz, offset;
-    if (!PyArg_ParseTuple(args, "OIdddO!OO!OO!OO:packed_device", &bytes, &magic, &base, &hertz, &offset,
+    if (!PyArg_ParseTuple(args, "OIdddO!OO!OO!OO|O:packed_device", &bytes, &magic, &base, &hertz, &offset,
                           &PyTuple_Type, &names, &ge, &PyDict_Type, &hashes, &device, &PyTuple_Type,
-                          &printer_obj, &limits, &invalid)) {
+                          &printer_obj, &limits, &invalid, &packed_obj)) {
         return NULL;
+    }
+    const GeVec *packed_ge = NULL;
+    if (packed_obj != Py_None) {
+        packed_ge = PyCapsule_GetPointer(packed_obj, GE_CAPSULE);
+        if (packed_ge == NULL) {
+            return NULL;
+        }
+        if (!PyList_Check(ge)) {
+            PyErr_SetString(PyExc_TypeError, "packed_device: the templates of packed_ge must be a list");
+            return NULL;
+        }
     }
     if (!PyList_Check(ge) && !PyTuple_Check(ge)) {
         PyErr_SetString(PyExc_TypeError, "packed_device: ge_tasks must be a list or tuple");
@@ -1968,7 +2013,8 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
         }
     }
     int64_t context;
-    if (!exact_i64(invalid, &context) || ge_index_build(&index, ge, device) <= 0) {
+    if (!exact_i64(invalid, &context) ||
+        (packed_ge != NULL ? ge_index_packed(&index, packed_ge, context) : ge_index_build(&index, ge, device)) <= 0) {
         result = PyErr_Occurred() ? NULL : new_ref(Py_None);
         goto done;
     }
@@ -1994,9 +2040,14 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
         int64_t key[4] = {r.stream[s], r.task[s], 0, context}; /* (stream, task, batch, context) */
         Py_ssize_t at = find4(&index.keys, key, hash4(key))->index;
         for (; at >= 0; at = index.next[at]) {
-            PyObject *g = seq_item(ge, at);
+            /* (a packed task's name, type and block dims are its template's) */
+            PyObject *g = packed_ge != NULL ? PyList_GetItem(ge, packed_ge->v[at].tmpl) : seq_item(ge, at);
+            if (g == NULL || !PyTuple_Check(g) || PyTuple_Size(g) < 9) {
+                result = PyErr_Occurred() ? NULL : new_ref(Py_None);
+                goto done;
+            }
             PyObject *type = PyTuple_GetItem(g, 6);
-            if (!PyUnicode_Check(type) || PyTuple_Size(g) < 9) {
+            if (!PyUnicode_Check(type)) {
                 result = new_ref(Py_None);
                 goto done;
             }

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "../_record_new.h"
+#include "_gepack.h"
 #include "_rawdata.h"
 #include "_release.h"
 
@@ -1308,9 +1309,859 @@ in_place(PyObject *self, PyObject *args)
     Py_RETURN_TRUE;
 }
 
+/* -- the lean walk: GE tasks only, with the calls kept as intervals --------------------------- */
+
+/* Where only op_summary's rows are read at task time level 1 (no host task is made), lean_new,
+ * lean_feed, lean_walk, lean_tensors and lean_finish make host_tables' GE tasks in a fraction of
+ * its memory, and packed (_gepack.h). The caller feeds the records a file slice at a time and
+ * lets go of each slice once fed; only the api_event calls are kept (24 bytes each) and sorted
+ * per thread, as intervals. Every node_basic_info, tensor_info and task_track record then finds
+ * its place among them by binary search instead of joining one queue of every record.
+ *
+ * Why that gives the queue walk's answer: in a thread's queue, sorted by (time, level, order
+ * added), a point record (basic, tensor, task; levels 3 and 5, added after every call) comes
+ * after every call of its time or earlier. It pops the open calls that end before it; the next
+ * call pops at least those, since a call ends at or after its start (checked: else the run is
+ * read whole). So the calls alone decide each call's stack; a point's stack is the stack after
+ * the last call at or before its time, popped to its time (the parent chain, at most
+ * DEPTH_LIMIT deep); and the node a basic or tensor record attaches to is the last node call at
+ * or before its time, as the walk's last_node. Of several basics on a node the last in queue
+ * order wins there: the latest, or of one time the last fed, here.
+ *
+ * Anything else (a record host_tables would decline or leave to the pure loops, a lookup that
+ * raises, two host tasks of one id, ids beyond the packed ranges) makes the call return False
+ * (lean_finish: None), and the caller reads the run whole: then the errors and their order are
+ * the whole decode's. */
+
+typedef struct {
+    uint64_t ts, bound;
+    int32_t thread, node; /* node: index into nodes, -1: an ACL call */
+} LApi;
+
+typedef struct {
+    PyObject *name; /* borrowed (the keep list) */
+    uint64_t basic_ts;
+    int32_t basic, api; /* basic: index into basics, -1: none; api: its call's sorted index */
+    int8_t flags, others;
+} LNode;
+
+typedef struct {
+    PyObject *obj; /* borrowed (the keep list) */
+    long flags;
+} Named;
+
+typedef struct {
+    Ctx c; /* the lookups and the keep list (the rest of it unused) */
+    int all_export, stage, batched;
+    Map api_levels, node_names, payloads, types, kernels, threads, flips, ends, devices, tmpls;
+    Named *names, *ttypes, *knames, *basics;
+    Py_ssize_t nnames, ntypes, nknames, nbasics, capnames, captypes, capknames, capbasics;
+    LApi *apis;
+    LNode *nodes;
+    Py_ssize_t napis, capapis, nnodes, capnodes;
+    int32_t *parent, *top, *ctx, *last; /* by sorted call (lean_walk) */
+    Py_ssize_t *starts;                 /* a thread's first sorted call; starts[nthreads] = napis */
+    Py_ssize_t nthreads;
+    uint64_t *keys;
+    Py_ssize_t nkeys, capkeys;
+    struct {
+        GeVec ge;
+        uint64_t device;
+    } *outs; /* per device (devices: device id -> index) */
+    Py_ssize_t nouts, capouts;
+    PyObject *templates; /* list of GE task records */
+} Lean;
+
+enum { LEAN_APIS = 0, LEAN_WALKED = 1, LEAN_DONE = 2 };
+#define LEAN_CAPSULE "asc_aprof._plans._raw.lean_walk"
+
+/* Room for one more item in *v (n items, *cap room): 0, or -1 with MemoryError. */
+static int
+room(void **v, Py_ssize_t n, Py_ssize_t *cap, size_t item)
+{
+    if (n < *cap) {
+        return 0;
+    }
+    size_t want = *cap ? (size_t)*cap * 2 : 1024;
+    void *grown;
+    RELEASED_IF(*cap > RELEASE_SECTION, grown = realloc(*v, want * item));
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *v = grown;
+    *cap = (Py_ssize_t)want;
+    return 0;
+}
+
+#define ROOM(w, field, count, cap) room((void **)&(w)->field, (w)->count, &(w)->cap, sizeof(*(w)->field))
+
+static void
+lean_free(PyObject *capsule)
+{
+    Lean *w = PyCapsule_GetPointer(capsule, LEAN_CAPSULE);
+    if (w == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    Map *maps[] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
+                   &w->threads, &w->flips, &w->ends, &w->devices, &w->tmpls};
+    for (size_t j = 0; j < sizeof maps / sizeof maps[0]; j++) {
+        map_free(maps[j]);
+    }
+    for (Py_ssize_t d = 0; d < w->nouts; d++) {
+        FREE_RELEASED(w->outs[d].ge.v);
+    }
+    FREE_RELEASED(w->names, w->ttypes, w->knames, w->basics, w->apis, w->nodes, w->parent, w->top, w->ctx,
+                  w->last, w->starts, w->keys, w->outs);
+    for (int j = 0; j < L_COUNT; j++) {
+        Py_XDECREF(w->c.lookups[j]);
+    }
+    Py_XDECREF(w->c.keep);
+    Py_XDECREF(w->templates);
+    free(w);
+}
+
+static Lean *
+lean_of(PyObject *capsule, int stage)
+{
+    Lean *w = PyCapsule_GetPointer(capsule, LEAN_CAPSULE);
+    if (w != NULL && w->stage != stage) {
+        PyErr_SetString(PyExc_ValueError, "lean walk: called out of order (apis, walk, basics and "
+                                          "tensors, tracks, finish)");
+        return NULL;
+    }
+    return w;
+}
+
+PyDoc_STRVAR(lean_new_doc,
+             "lean_new(lookups, all_export, /)\n--\n\n"
+             "A lean walk (a capsule; see the lean walk in _chost.c): feed it the api_event records\n"
+             "(lean_feed kind 0), lean_walk, the node_basic_info (kind 1) and tensor_info records\n"
+             "(lean_tensors), the task_track records (kind 2), then lean_finish.");
+
+static PyObject *
+lean_new(PyObject *self, PyObject *args)
+{
+    PyObject *lookups;
+    int all_export;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "O!p:lean_new", &PyTuple_Type, &lookups, &all_export)) {
+        return NULL;
+    }
+    if (PyTuple_Size(lookups) != L_COUNT) {
+        PyErr_SetString(PyExc_TypeError, "lean_new: lookups must be a tuple of 11");
+        return NULL;
+    }
+    Lean *w = calloc(1, sizeof(Lean));
+    if (w == NULL) {
+        return PyErr_NoMemory();
+    }
+    for (int j = 0; j < L_COUNT; j++) {
+        w->c.lookups[j] = PyTuple_GetItem(lookups, j);
+        Py_INCREF(w->c.lookups[j]);
+    }
+    w->all_export = all_export;
+    w->stage = LEAN_APIS;
+    w->c.keep = PyList_New(0);
+    w->templates = PyList_New(0);
+    PyObject *capsule = w->c.keep && w->templates ? PyCapsule_New(w, LEAN_CAPSULE, lean_free) : NULL;
+    if (capsule == NULL) {
+        for (int j = 0; j < L_COUNT; j++) {
+            Py_DECREF(w->c.lookups[j]);
+        }
+        Py_XDECREF(w->c.keep);
+        Py_XDECREF(w->templates);
+        free(w);
+        return NULL;
+    }
+    Map *maps[] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
+                   &w->threads, &w->flips, &w->ends, &w->devices, &w->tmpls};
+    for (size_t j = 0; j < sizeof maps / sizeof maps[0]; j++) {
+        if (map_init(maps[j], 16) < 0) {
+            Py_DECREF(capsule);
+            return NULL;
+        }
+    }
+    return capsule;
+}
+
+/* The cached lookup of key (a, b) in m (value: index into *vec), made by calling lookup `which`
+ * with the ints a (and b, nargs 2) on a miss. NULL: error. */
+static Named *
+named(Lean *w, Map *m, Named **vec, Py_ssize_t *n, Py_ssize_t *cap, int which, uint64_t a, uint64_t b, int nargs)
+{
+    int fresh;
+    int64_t *at = map_get(m, a, b, &fresh);
+    if (at == NULL) {
+        return NULL;
+    }
+    if (!fresh) {
+        return *vec + *at;
+    }
+    PyObject *name, *r;
+    long flag;
+    if (room((void **)vec, *n, cap, sizeof(Named)) < 0) {
+        return NULL;
+    }
+    r = call(&w->c, which, PyLong_FromUnsignedLongLong(a), nargs == 2 ? PyLong_FromUnsignedLongLong(b) : NULL,
+             nargs);
+    if (r == NULL || pair(r, &name, &flag) < 0) {
+        return NULL;
+    }
+    (*vec)[*n] = (Named){name, flag};
+    *at = (*n)++;
+    return *vec + *at;
+}
+
+/* Feeds api_event records (kind 0): 1 fed, 0 declined, -1 error. */
+static int
+lean_apis(Lean *w, const Source *src)
+{
+    static const int API[] = {0, 1, 2, 3, 4, 5};
+    static const Raw API_RAW[] = {{2, 2}, {4, 4}, {8, 4}, {16, 8}, {24, 8}, {32, 8}};
+    uint64_t f[6];
+    PyObject *rec;
+    int fresh;
+    for (Py_ssize_t i = 0; i < src->n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        if (record(src, i, 6, API, API_RAW, 6, f, &rec) <= 0 || f[4] == UINT64_MAX) {
+            return 0;
+        }
+        if (f[3] == 0) {
+            continue;
+        }
+        int64_t *level = map_get(&w->api_levels, f[0], f[1], &fresh);
+        if (level == NULL) {
+            return -1;
+        }
+        if (fresh) {
+            PyObject *r = PyObject_CallFunction(w->c.lookups[L_API_LEVEL], "KK", (unsigned long long)f[0],
+                                                (unsigned long long)f[1]);
+            if (r == NULL) {
+                return -1;
+            }
+            *level = PyLong_AsLong(r);
+            Py_DECREF(r);
+            if (*level == -1 && PyErr_Occurred()) {
+                return -1;
+            }
+        }
+        if (*level == SKIPPED || f[3] == f[4]) {
+            continue;
+        }
+        if ((*level != ACL && *level != NODE) || f[4] < f[3]) {
+            return 0; /* declined by the whole walk; a call ending before it starts: not covered */
+        }
+        int32_t node = -1;
+        if (*level == NODE) {
+            Named *nm = named(w, &w->node_names, &w->names, &w->nnames, &w->capnames, L_NODE_NAME, f[5], 0, 1);
+            if (nm == NULL || ROOM(w, nodes, nnodes, capnodes) < 0) {
+                return -1;
+            }
+            w->nodes[w->nnodes] = (LNode){nm->obj, 0, -1, -1, (int8_t)nm->flags, 0};
+            node = (int32_t)w->nnodes++;
+        }
+        int64_t thread = thread_index(&w->threads, f[2]);
+        if (thread < 0 || ROOM(w, apis, napis, capapis) < 0) {
+            return -1;
+        }
+        if (w->napis >= INT32_MAX / 2) {
+            return 0;
+        }
+        w->apis[w->napis++] = (LApi){f[3], f[4], (int32_t)thread, node};
+    }
+    return 1;
+}
+
+static int
+api_less(const void *ctx, int32_t x, int32_t y)
+{
+    const LApi *a = (const LApi *)ctx + x, *b = (const LApi *)ctx + y;
+    if (a->thread != b->thread) {
+        return a->thread < b->thread;
+    }
+    if (a->ts != b->ts) {
+        return a->ts < b->ts;
+    }
+    return (a->node >= 0) < (b->node >= 0); /* ACL (1) before NODE (3); else in the order fed */
+}
+
+/* Sorts the calls per thread and walks each thread's: 1 done, 0 declined, -1 error. */
+static int
+lean_sorted_walk(Lean *w)
+{
+    Py_ssize_t n = w->napis;
+    int32_t *order = malloc(sizeof(int32_t) * (size_t)(n + 1)), *tmp = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    LApi *sorted = malloc(sizeof(LApi) * (size_t)(n + 1));
+    w->nthreads = (Py_ssize_t)w->threads.n;
+    w->starts = calloc((size_t)w->nthreads + 1, sizeof(Py_ssize_t));
+    w->parent = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->top = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->ctx = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->last = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!order || !tmp || !sorted || !w->starts || !w->parent || !w->top || !w->ctx || !w->last) {
+        FREE_RELEASED(order, tmp, sorted);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
+        order[i] = (int32_t)i;
+    }
+    RELEASED_IF(n > RELEASE_SECTION, merge_sort(order, tmp, n, api_less, w->apis));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        RELEASE_POINT(i, RELEASE_PLAIN);
+        sorted[i] = w->apis[order[i]];
+        w->starts[sorted[i].thread + 1]++;
+    }
+    FREE_RELEASED(order, tmp, w->apis);
+    w->apis = sorted;
+    w->capapis = n + 1;
+    for (Py_ssize_t t = 0; t < w->nthreads; t++) {
+        w->starts[t + 1] += w->starts[t];
+    }
+    /* thread_pairs' walk over the calls alone (see above) */
+    for (Py_ssize_t t = 0; t < w->nthreads; t++) {
+        int32_t levels[DEPTH_LIMIT + 2], nodes[DEPTH_LIMIT + 2], at[DEPTH_LIMIT + 2];
+        uint64_t bounds[DEPTH_LIMIT + 2];
+        int depth = 1;
+        levels[0] = ROOT, bounds[0] = 0, nodes[0] = -1, at[0] = -1;
+        int32_t last_node = -1;
+        for (Py_ssize_t i = w->starts[t]; i < w->starts[t + 1]; i++) {
+            RELEASE_POINT(i, RELEASE_PLAIN);
+            const LApi *e = w->apis + i;
+            int32_t level = e->node >= 0 ? NODE : ACL, parent;
+            for (;;) {
+                parent = levels[depth - 1];
+                if (depth > 1 && (e->bound > bounds[depth - 1] || (level < parent && level != ACL))) {
+                    depth--;
+                    continue;
+                }
+                break;
+            }
+            w->top[i] = at[depth - 1];
+            if (level == ACL && parent != ROOT) {
+                w->last[i] = last_node;
+                continue;
+            }
+            if ((level == NODE && parent == NODE) || depth > DEPTH_LIMIT) {
+                return 0; /* declined by the whole walk */
+            }
+            if (level == NODE) {
+                last_node = e->node;
+                w->nodes[e->node].api = (int32_t)i;
+            }
+            w->parent[i] = at[depth - 1];
+            w->ctx[i] = level == NODE ? e->node : nodes[depth - 1];
+            w->last[i] = last_node;
+            levels[depth] = level, bounds[depth] = e->bound, nodes[depth] = w->ctx[i], at[depth] = (int32_t)i;
+            w->top[i] = (int32_t)i;
+            depth++;
+        }
+    }
+    return 1;
+}
+
+/* The sorted calls of the thread with id `thread` at or before time ts: [*first, *end). */
+static void
+calls_until(const Lean *w, uint64_t thread, uint64_t ts, Py_ssize_t *first, Py_ssize_t *end)
+{
+    const int64_t *t = map_find(&w->threads, thread, 0);
+    if (t == NULL) {
+        *first = *end = 0;
+        return;
+    }
+    Py_ssize_t lo = w->starts[*t], hi = w->starts[*t + 1];
+    *first = lo;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (w->apis[mid].ts <= ts) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    *end = lo;
+}
+
+/* The node a point record of (thread, ts) attaches to (the walk's last_node, when its call
+ * spans ts): its index, or -1. */
+static int32_t
+attached(const Lean *w, uint64_t thread, uint64_t ts)
+{
+    Py_ssize_t first, end;
+    calls_until(w, thread, ts, &first, &end);
+    if (end == first || w->last[end - 1] < 0) {
+        return -1;
+    }
+    const LNode *n = w->nodes + w->last[end - 1];
+    const LApi *a = w->apis + n->api;
+    return a->ts <= ts && ts <= a->bound ? w->last[end - 1] : -1;
+}
+
+/* Feeds node_basic_info records (kind 1): 1, 0 declined, -1 error. */
+static int
+lean_basics(Lean *w, const Source *src)
+{
+    static const int BASIC[] = {0, 2, 3, 5, 7};
+    static const Raw BASIC_RAW[] = {{2, 2}, {8, 4}, {16, 8}, {32, 4}, {44, 4}};
+    uint64_t f[5];
+    PyObject *rec;
+    for (Py_ssize_t i = 0; i < src->n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        if (record(src, i, 9, BASIC, BASIC_RAW, 5, f, &rec) <= 0 || f[0] != NODE_LEVEL) {
+            return 0;
+        }
+        Named *b = named(w, &w->payloads, &w->basics, &w->nbasics, &w->capbasics, L_BASIC, f[3], f[4], 2);
+        if (b == NULL) {
+            return -1;
+        }
+        if (!PyTuple_Check(b->obj) || PyTuple_Size(b->obj) != 3) {
+            PyErr_SetString(PyExc_TypeError, "_chost: a node_basic_info payload is not a triple");
+            return -1;
+        }
+        int32_t node = attached(w, f[1], f[2]);
+        if (node >= 0) {
+            LNode *nd = w->nodes + node;
+            if (nd->basic < 0 || f[2] >= nd->basic_ts) {
+                nd->basic = (int32_t)(b - w->basics);
+                nd->basic_ts = f[2];
+            }
+        }
+    }
+    return 1;
+}
+
+/* A host task's ids, packed as host_task packs them (context: 1 invalid, 0 zero): 0 kept, 0 with
+ * *out_of_range set, -1 error. */
+static int
+lean_key(Lean *w, uint64_t device, uint64_t stream, uint64_t task, int invalid, int *out_of_range)
+{
+    if (device >> 10 || stream >> 20 || task >> 32) {
+        *out_of_range = 1;
+        return 0;
+    }
+    if (ROOM(w, keys, nkeys, capkeys) < 0) {
+        return -1;
+    }
+    w->keys[w->nkeys++] = device << 53 | stream << 33 | task << 1 | (uint64_t)invalid;
+    return 0;
+}
+
+/* The GE task of a kernel task and its node, as add() makes it at level 1: 1 (made or none), 0
+ * declined, -1 error. */
+static int
+lean_ge(Lean *w, uint64_t device, uint64_t stream, uint64_t task, const Named *kname, int32_t node)
+{
+    const LNode *n = node >= 0 ? w->nodes + node : NULL;
+    if (n == NULL || (n->flags & N_EMPTY)) {
+        return kname->flags ? 1 : 0; /* no node: none for an N/A kernel name, else declined */
+    }
+    if (n->flags & N_LCCL) {
+        return 1;
+    }
+    if (n->basic < 0) {
+        return n->others ? 0 : 1;
+    }
+    const Named *b = w->basics + n->basic;
+    if (b->flags == B_FFTS_PLUS) {
+        return 1;
+    }
+    if (b->flags == B_HCCL) {
+        return 0;
+    }
+    int fresh;
+    int64_t *d = map_get(&w->devices, device, 0, &fresh);
+    if (d == NULL) {
+        return -1;
+    }
+    if (fresh) {
+        if (ROOM(w, outs, nouts, capouts) < 0) {
+            return -1;
+        }
+        w->outs[w->nouts].ge = (GeVec){NULL, 0, 0};
+        w->outs[w->nouts].device = device;
+        *d = w->nouts++;
+    }
+    int64_t *tmpl = map_get(&w->tmpls, (uint64_t)(uintptr_t)n->name, (uint64_t)(uintptr_t)b->obj, &fresh);
+    if (tmpl == NULL) {
+        return -1;
+    }
+    if (fresh) {
+        PyObject *items[9] = {PyLong_FromUnsignedLongLong(device), PyLong_FromUnsignedLongLong(stream),
+                              PyLong_FromUnsignedLongLong(task), w->c.lookups[L_INVALID], PyLong_FromLong(0),
+                              n->name, PyTuple_GetItem(b->obj, 0), PyTuple_GetItem(b->obj, 1),
+                              PyTuple_GetItem(b->obj, 2)};
+        PyObject *rec = NULL;
+        if (items[0] && items[1] && items[2] && items[4]) {
+            for (int j = 3; j < 9; j++) {
+                if (j != 4) { /* (items[4] is new) */
+                    Py_INCREF(items[j]);
+                }
+            }
+            allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)w->c.lookups[L_GE_TASK], Py_tp_alloc);
+            rec = alloc == NULL ? NULL : record_new((PyTypeObject *)w->c.lookups[L_GE_TASK], alloc, items, 9);
+            if (alloc == NULL) {
+                for (int j = 0; j < 9; j++) {
+                    Py_DECREF(items[j]);
+                }
+            }
+        }
+        else {
+            Py_XDECREF(items[0]);
+            Py_XDECREF(items[1]);
+            Py_XDECREF(items[2]);
+            Py_XDECREF(items[4]);
+        }
+        if (rec == NULL) {
+            return -1;
+        }
+        *tmpl = PyList_Size(w->templates);
+        int rc = PyList_Append(w->templates, rec);
+        Py_DECREF(rec);
+        if (rc < 0) {
+            return -1;
+        }
+    }
+    GeVec *out = &w->outs[*d].ge;
+    if (room((void **)&out->v, out->n, &out->cap, sizeof(GePacked)) < 0) {
+        return -1;
+    }
+    out->v[out->n++] = (GePacked){(uint32_t)stream, (uint32_t)task, (uint32_t)*tmpl};
+    return 1;
+}
+
+/* Feeds task_track records (kind 2): 1, 0 declined, -1 error. */
+static int
+lean_tracks(Lean *w, const Source *src)
+{
+    static const int TRACK[] = {0, 3, 4, 5, 6, 8, 9, 10, 2, 7};
+    static const Raw TRACK_RAW[] = {{2, 2}, {16, 8}, {24, 2}, {24, 2}, {26, 2},
+                                    {30, 2}, {32, 8}, {40, 8}, {8, 4}, {28, 2}};
+    uint64_t f[10];
+    PyObject *rec;
+    int fresh, out_of_range = 0;
+    for (Py_ssize_t i = 0; i < src->n; i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        if (record(src, i, 11, TRACK, TRACK_RAW, 10, f, &rec) <= 0) {
+            return 0;
+        }
+        f[2] = (f[2] >> 12) & 0xF;
+        f[3] &= 0xFFF;
+        if (f[0] != RUNTIME_LEVEL) {
+            return 0;
+        }
+        Named *type = named(w, &w->types, &w->ttypes, &w->ntypes, &w->captypes, L_TRACK_TYPE, f[0], f[6], 2);
+        if (type == NULL) {
+            return -1;
+        }
+        if (type->flags & T_FLIP) {
+            int64_t *first = map_get(&w->flips, f[3], f[4], &fresh);
+            if (first == NULL) {
+                return -1;
+            }
+            if (fresh || (uint64_t)*first > f[1]) {
+                *first = (int64_t)f[1];
+            }
+            continue;
+        }
+        if (type->flags & T_MAINTENANCE) {
+            continue;
+        }
+        if (f[2] != 0) {
+            return 0; /* a DPU task: declined */
+        }
+        Named *kname = named(w, &w->kernels, &w->knames, &w->nknames, &w->capknames, L_KERNEL_NAME, f[7], 0, 1);
+        if (kname == NULL) {
+            return -1;
+        }
+        w->batched |= f[5] != 0;
+        if (w->all_export) {
+            int64_t *end = map_get(&w->ends, f[3], f[4], &fresh);
+            if (end == NULL) {
+                return -1;
+            }
+            if (fresh || (uint64_t)*end < f[1]) {
+                *end = (int64_t)f[1]; /* the group's last task in time order */
+            }
+        }
+        if (lean_key(w, f[3], f[4], f[9], 1, &out_of_range) < 0 ||
+            ((type->flags & T_CONTEXTS) && (type->flags & T_MIX) &&
+             lean_key(w, f[3], f[4], f[9], 0, &out_of_range) < 0)) {
+            return -1;
+        }
+        if (out_of_range) {
+            return 0;
+        }
+        if (!(type->flags & T_KERNEL)) {
+            continue;
+        }
+        /* the task's stack: the last call's at or before it, popped to its time */
+        Py_ssize_t first, end;
+        calls_until(w, f[8], f[1], &first, &end);
+        int32_t q = end > first ? w->top[end - 1] : -1;
+        while (q >= 0 && w->apis[q].bound < f[1]) {
+            q = w->parent[q];
+        }
+        int made = lean_ge(w, f[3], f[4], f[9], kname, q >= 0 ? w->ctx[q] : -1);
+        if (made <= 0) {
+            return made;
+        }
+    }
+    return 1;
+}
+
+PyDoc_STRVAR(lean_feed_doc,
+             "lean_feed(walk, kind, data, /)\n--\n\n"
+             "Feeds the lean walk one slice of host records (bytes or a memory map, whole records,\n"
+             "read in place): kind 0 api_event (before lean_walk), 1 node_basic_info and 2\n"
+             "task_track (after it, in that order). False: the walk declines the run (read it whole).");
+
+static PyObject *
+lean_feed(PyObject *self, PyObject *args)
+{
+    PyObject *capsule, *data;
+    int kind;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OiO:lean_feed", &capsule, &kind, &data)) {
+        return NULL;
+    }
+    if (kind < 0 || kind > 2) {
+        PyErr_SetString(PyExc_ValueError, "lean_feed: kind is 0, 1 or 2");
+        return NULL;
+    }
+    Lean *w = lean_of(capsule, kind == 0 ? LEAN_APIS : LEAN_WALKED);
+    if (w == NULL) {
+        return NULL;
+    }
+    Py_ssize_t size = kind == 0 ? 40 : 64;
+    const unsigned char *buf;
+    Py_ssize_t len;
+    if (raw_data(data, &buf, &len) < 0) {
+        return NULL;
+    }
+    if (!little_endian() || len % size != 0) {
+        Py_RETURN_FALSE;
+    }
+    Source src = {NULL, buf, len / size, size};
+    int rc = kind == 0 ? lean_apis(w, &src) : kind == 1 ? lean_basics(w, &src) : lean_tracks(w, &src);
+    if (rc < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(rc);
+}
+
+PyDoc_STRVAR(lean_walk_doc,
+             "lean_walk(walk, /)\n--\n\n"
+             "Sorts the calls fed and walks each thread's; False: the walk declines the run.");
+
+static PyObject *
+lean_walk(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    Lean *w = lean_of(capsule, LEAN_APIS);
+    if (w == NULL) {
+        return NULL;
+    }
+    int rc = lean_sorted_walk(w);
+    if (rc < 0) {
+        return NULL;
+    }
+    w->stage = LEAN_WALKED;
+    return PyBool_FromLong(rc);
+}
+
+PyDoc_STRVAR(lean_tensors_doc,
+             "lean_tensors(walk, records, /)\n--\n\n"
+             "Feeds the tensor_info header records (a list of 4-tuples: level, struct type, thread,\n"
+             "timestamp), after lean_walk; False: the walk declines the run.");
+
+static PyObject *
+lean_tensors(PyObject *self, PyObject *args)
+{
+    PyObject *capsule, *records;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!:lean_tensors", &capsule, &PyList_Type, &records)) {
+        return NULL;
+    }
+    Lean *w = lean_of(capsule, LEAN_WALKED);
+    if (w == NULL) {
+        return NULL;
+    }
+    static const int TENSOR[] = {0, 2, 3};
+    uint64_t f[3];
+    for (Py_ssize_t i = 0; i < PyList_Size(records); i++) {
+        RELEASE_POINT(i, RELEASE_READS);
+        int ok = fields(PyList_GetItem(records, i), 4, TENSOR, 3, f);
+        if (ok < 0) {
+            return NULL;
+        }
+        if (ok == 0 || f[0] != NODE_LEVEL) {
+            Py_RETURN_FALSE;
+        }
+        int32_t node = attached(w, f[1], f[2]);
+        if (node >= 0) {
+            w->nodes[node].others = 1;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+static void
+ge_vec_free(PyObject *capsule)
+{
+    GeVec *v = PyCapsule_GetPointer(capsule, GE_CAPSULE);
+    if (v == NULL) {
+        PyErr_Clear();
+        return;
+    }
+    FREE_RELEASED(v->v);
+    free(v);
+}
+
+PyDoc_STRVAR(lean_finish_doc,
+             "lean_finish(walk, /)\n--\n\n"
+             "The GE tasks, after every record is fed: ({device: (capsule, number)}, templates), the\n"
+             "capsules packed as _gepack.h says (read with ge_items); None: the walk declines the run\n"
+             "(two host tasks of one id, a task id that wrapped, batch ids without the all-export\n"
+             "grouping).");
+
+static PyObject *
+lean_finish(PyObject *self, PyObject *capsule)
+{
+    (void)self;
+    Lean *w = lean_of(capsule, LEAN_WALKED);
+    if (w == NULL) {
+        return NULL;
+    }
+    w->stage = LEAN_DONE;
+    if (!w->all_export && w->batched) {
+        Py_RETURN_NONE;
+    }
+    for (size_t j = 0; w->all_export && j < w->ends.cap; j++) {
+        RELEASE_POINT(j, RELEASE_PLAIN);
+        const Slot *s = w->ends.s + j;
+        const int64_t *limit = s->used ? map_find(&w->flips, s->a, s->b) : NULL;
+        if (limit != NULL && (uint64_t)s->v >= (uint64_t)*limit) {
+            Py_RETURN_NONE; /* task ids wrapped: declined by the whole walk */
+        }
+    }
+    if (twice(w->keys, w->nkeys)) {
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t d = 0; d < w->nouts; d++) {
+        GeVec *v = malloc(sizeof(GeVec));
+        if (v == NULL) {
+            Py_DECREF(out);
+            return PyErr_NoMemory();
+        }
+        *v = w->outs[d].ge;
+        w->outs[d].ge = (GeVec){NULL, 0, 0};
+        PyObject *ge = PyCapsule_New(v, GE_CAPSULE, ge_vec_free);
+        if (ge == NULL) {
+            FREE_RELEASED(v->v);
+            free(v);
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *device = PyLong_FromUnsignedLongLong(w->outs[d].device);
+        PyObject *value = Py_BuildValue("(Nn)", ge, v->n);
+        int rc = device && value ? PyDict_SetItem(out, device, value) : -1;
+        Py_XDECREF(device);
+        Py_XDECREF(value);
+        if (rc < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NO)", out, w->templates);
+}
+
+PyDoc_STRVAR(ge_items_doc,
+             "ge_items(ge, templates, device, start, stop, /)\n--\n\n"
+             "GE task records ge[start:stop] of a packed device (a capsule lean_finish gave, with its\n"
+             "templates): cls(device, stream, task, context, batch, *template[5:9]), of the\n"
+             "templates' class, context and batch.");
+
+static PyObject *
+ge_items(PyObject *self, PyObject *args)
+{
+    PyObject *capsule, *templates, *device;
+    Py_ssize_t start, stop;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO!Onn:ge_items", &capsule, &PyList_Type, &templates, &device, &start, &stop)) {
+        return NULL;
+    }
+    GeVec *v = PyCapsule_GetPointer(capsule, GE_CAPSULE);
+    if (v == NULL) {
+        return NULL;
+    }
+    if (start < 0 || stop < start || stop > v->n) {
+        PyErr_SetString(PyExc_ValueError, "ge_items: needs 0 <= start <= stop <= the tasks' number");
+        return NULL;
+    }
+    PyObject *list = PyList_New(stop - start);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = start; i < stop; i++) {
+        RELEASE_POINT(i, RELEASE_OBJECTS);
+        const GePacked *g = v->v + i;
+        PyObject *t = PyList_GetItem(templates, g->tmpl);
+        if (t == NULL || !PyTuple_Check(t) || PyTuple_Size(t) != 9) {
+            Py_DECREF(list);
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "ge_items: a template is not a GE task");
+            }
+            return NULL;
+        }
+        PyObject *items[9] = {device, PyLong_FromUnsignedLong(g->stream), PyLong_FromUnsignedLong(g->task)};
+        if (items[1] == NULL || items[2] == NULL) {
+            Py_XDECREF(items[1]);
+            Py_XDECREF(items[2]);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_INCREF(device);
+        for (int j = 3; j < 9; j++) {
+            items[j] = PyTuple_GetItem(t, j);
+            Py_INCREF(items[j]);
+        }
+        PyTypeObject *cls = Py_TYPE(t);
+        allocfunc alloc = (allocfunc)PyType_GetSlot(cls, Py_tp_alloc);
+        PyObject *rec = alloc == NULL ? NULL : record_new(cls, alloc, items, 9);
+        if (rec == NULL) {
+            if (alloc == NULL) {
+                for (int j = 0; j < 9; j++) {
+                    Py_DECREF(items[j]);
+                }
+            }
+            Py_DECREF(list);
+            return NULL;
+        }
+        if (PyUnicode_Check(items[5]) && PyUnicode_Check(items[6])) {
+            PyObject_GC_UnTrack(rec); /* ints and strs: no cycle */
+        }
+        PyList_SetItem(list, i - start, rec);
+    }
+    return list;
+}
+
 static PyMethodDef methods[] = {
     {"host_tables", host_tables, METH_VARARGS, host_tables_doc},
     {"in_place", in_place, METH_VARARGS, in_place_doc},
+    {"lean_new", lean_new, METH_VARARGS, lean_new_doc},
+    {"lean_feed", lean_feed, METH_VARARGS, lean_feed_doc},
+    {"lean_walk", lean_walk, METH_O, lean_walk_doc},
+    {"lean_tensors", lean_tensors, METH_VARARGS, lean_tensors_doc},
+    {"lean_finish", lean_finish, METH_O, lean_finish_doc},
+    {"ge_items", ge_items, METH_VARARGS, ge_items_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,15 +18,24 @@ distinct key, and every decline is raised by :func:`_fail` from the one message 
 loops use, so tables and errors are the pure loops'. :func:`_host_tables_py` is the reference
 and the fallback: no extension, ``ASC_APROF_PURE_PYTHON=1`` (the switch the CSV parser's C row
 loop reads too), or records the decoders would not make (C returns None for them).
+
+Memory: where only op_summary's rows are read at task time level 1, :class:`LeanWalk` makes the
+GE tasks instead (``_chost``'s lean walk): it is fed the host files a slice at a time, each let go
+of once fed, keeps only the API calls (24 bytes each, sorted per thread as intervals) and places
+every other record among them by binary search; its GE tasks come packed per device
+(:class:`PackedGe`, 12 bytes a task), their records made only where read. It declines
+(:class:`WholeDecodeNeeded`) wherever it would not give the queue walk's tables and errors.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
-from typing import Any, Final, NamedTuple, NoReturn
+from types import SimpleNamespace
+from typing import Any, Final, NamedTuple, NoReturn, overload
 
 from ._decode import (
     ACL_API_GROUPS,
@@ -58,6 +67,24 @@ def _load_accelerator() -> tuple[Callable[..., Any], Callable[[RawData, int, boo
 
 _C: Final = _load_accelerator()
 _C_HOST_TABLES: Final = _C[0] if _C is not None else None
+
+
+def _load_lean() -> SimpleNamespace | None:
+    try:
+        from ._chost import ge_items, lean_feed, lean_finish, lean_new, lean_tensors, lean_walk
+    except ImportError:
+        return None
+    return SimpleNamespace(
+        ge_items=ge_items,
+        lean_feed=lean_feed,
+        lean_finish=lean_finish,
+        lean_new=lean_new,
+        lean_tensors=lean_tensors,
+        lean_walk=lean_walk,
+    )
+
+
+_LEAN: Final = _load_lean()
 
 
 def accelerated_default() -> bool:
@@ -118,6 +145,110 @@ class HostTables:
     ge_tasks: list[GeTask]
     #: False: no host task was made (``host_tables(..., host_tasks=False)``), their ids checked only
     with_host_tasks: bool = True
+
+
+class PackedGe(Sequence[GeTask]):
+    """One device's GE tasks as the lean walk packs them (12 bytes a task: its stream and task
+    ids, and a template holding its op name, GE type and block dims); a record is made when
+    read. Context and batch ids are the invalid context and 0, as for every level-1 GE task."""
+
+    __slots__ = ("_capsule", "_device", "_size", "_templates")
+
+    #: Records made per C call while iterating.
+    _STEP: Final = 4096
+
+    def __init__(self, capsule: object, size: int, templates: list[GeTask], device: int) -> None:
+        self._capsule = capsule
+        self._size = size
+        self._templates = templates  # (shared by every device of the walk)
+        self._device = device
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> GeTask: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[GeTask]: ...
+    def __getitem__(self, index: int | slice) -> GeTask | list[GeTask]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._size)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            return self._items(start, max(start, stop))
+        i = operator.index(index)
+        if i < 0:
+            i += self._size
+        if not 0 <= i < self._size:
+            raise IndexError("PackedGe index out of range")
+        return self._items(i, i + 1)[0]
+
+    def __iter__(self) -> Iterator[GeTask]:
+        for start in range(0, self._size, self._STEP):
+            yield from self._items(start, min(start + self._STEP, self._size))
+
+    def _items(self, start: int, stop: int) -> list[GeTask]:
+        assert _LEAN is not None  # (made by it)
+        made: list[GeTask] = _LEAN.ge_items(self._capsule, self._templates, self._device, start, stop)
+        return made
+
+    def unknown_type(self) -> bool:
+        """Whether a task's GE type may be ``N/A`` (any template's of the walk)."""
+        return any(t.task_type == NA for t in self._templates)
+
+    def packed(self) -> tuple[object, list[GeTask]]:
+        """What ``_cdevice.packed_device`` reads: the capsule and the templates."""
+        return self._capsule, self._templates
+
+
+def lean_walk_ready() -> bool:
+    """Whether :class:`LeanWalk` can run (the C loops are built and in use)."""
+    return _LEAN is not None and accelerated_default()
+
+
+class LeanWalk:
+    """The lean walk of ``_chost`` (its theory there), fed in this order: :meth:`feed` every
+    api_event slice, :meth:`walk`, every node_basic_info slice, :meth:`tensors`, every
+    task_track slice, then :meth:`finish`. Each raises :class:`WholeDecodeNeeded` where the walk
+    declines the run, and whatever a lookup raises (a decline among them)."""
+
+    #: feed()'s kinds: the file name part, the C kind and the record size
+    KINDS: Final = {
+        "api_event": (0, API_EVENT_SIZE),
+        "node_basic_info": (1, HOST_COMPACT_SIZE),
+        "task_track": (2, HOST_COMPACT_SIZE),
+    }
+
+    def __init__(self, records: HostRecords, *, all_export: bool) -> None:
+        assert _LEAN is not None
+        self._c = _LEAN
+        self._walk = _LEAN.lean_new(_c_lookups(records), all_export)
+        self.fed = dict.fromkeys(self.KINDS, 0)  # records fed, per kind
+
+    def feed(self, kind: str, data: RawData) -> None:
+        code, size = self.KINDS[kind]
+        if not self._c.lean_feed(self._walk, code, data):
+            raise WholeDecodeNeeded(f"the lean host walk declines a {kind} slice")
+        self.fed[kind] += len(data) // size
+
+    def walk(self) -> None:
+        if not self._c.lean_walk(self._walk):
+            raise WholeDecodeNeeded("the lean host walk declines the API calls")
+
+    def tensors(self, records: list[HeaderRecord]) -> None:
+        if not self._c.lean_tensors(self._walk, records):
+            raise WholeDecodeNeeded("the lean host walk declines a tensor_info record")
+
+    def finish(self) -> dict[int, PackedGe]:
+        """Each device's GE tasks (a device with none is not there)."""
+        found = self._c.lean_finish(self._walk)
+        self._walk = None
+        if found is None:
+            raise WholeDecodeNeeded("the lean host walk declines the runtime tasks")
+        packs, templates = found
+        return {
+            device: PackedGe(capsule, size, templates, device) for device, (capsule, size) in packs.items()
+        }
 
 
 # -- the event tree ---------------------------------------------------------------------------

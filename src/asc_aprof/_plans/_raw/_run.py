@@ -60,9 +60,9 @@ from ._decode import (
     type_info_dic,
 )
 from ._freq import clock_table
-from ._host import NA, GeTask, HostRecords, HostTask, host_tables
+from ._host import NA, GeTask, HostRecords, HostTask, LeanWalk, PackedGe, host_tables, lean_walk_ready
 from ._pmu import JoinedRow, PmuTable, device_cells, pmu_records, run_counters
-from ._sqlite import check_storable
+from ._sqlite import STORED_HOST_FILES, check_storable, host_slice_unstorable
 from ._types import (
     SOURCE_OP_SUMMARY,
     SOURCE_TASK_TIME,
@@ -1281,7 +1281,7 @@ def _device(
     dev: DevicePlan,
     files: Mapping[str, RawData],
     host: list[HostTask],
-    ge_tasks: list[GeTask],
+    ge_tasks: list[GeTask] | PackedGe,
     hashes: Mapping[str, str],
     *,
     expanded: bool,
@@ -1320,11 +1320,13 @@ def _device(
         if fused is not None:
             rows, fused_flips = fused
             release((*dev.stars, *dev.ts_track))
-            empty(host, ge_tasks)
+            empty(host, ge_tasks if isinstance(ge_tasks, list) else None)
             out = _Device(dev, clock, [], [], [], hashes, level0, made=rows)
             out.pmu = _PmuSource(info, expanded, all_export, fused_flips)
             out.clocks = clocks
             return out
+    if isinstance(ge_tasks, PackedGe):
+        ge_tasks = list(ge_tasks)  # (the steps read records; the packed pass declined, rare)
     device_tasks, subtasks = _stars_tasks(stars, clock, folder, expanded)
     del stars
     release(dev.stars)  # (the task log's records are in device_tasks now)
@@ -1366,7 +1368,7 @@ def _packed_device(
     files: Mapping[str, RawData],
     stars: RawData,
     clock: DeviceClock,
-    ge_tasks: list[GeTask],
+    ge_tasks: list[GeTask] | PackedGe,
     hashes: Mapping[str, str],
     all_export: bool,
 ) -> tuple[PackedRows, list[FlipRecord]] | None:
@@ -1388,6 +1390,10 @@ def _packed_device(
         if all_export:
             limits = _first_flips(flips, clock)
     base, hertz, offset = clock.terms()
+    packed_ge: object = None
+    ge: Sequence[GeTask] = ge_tasks
+    if isinstance(ge_tasks, PackedGe):
+        packed_ge, ge = ge_tasks.packed()  # (ge: the packed tasks' templates)
     found = c.packed_device(
         stars,
         STARS_MAGIC,
@@ -1395,12 +1401,13 @@ def _packed_device(
         hertz,
         offset,
         SQE_TYPES,
-        ge_tasks,
+        ge,
         hashes,
         dev.device,
         clock.c_printer(),
         limits,
         INVALID_CONTEXT,
+        packed_ge,
     )
     if found is None:
         return None
@@ -1421,6 +1428,8 @@ def _first_flips(flips: Iterable[FlipRecord], clock: DeviceClock) -> dict[int, f
 def _any_unknown_type(ge_tasks: Sequence[GeTask]) -> bool:
     """Whether a GE task's type is ``N/A`` (an op_summary row of it would need the level-0 join).
     (A generator: bytecode at each step, where the interpreter can switch threads.)"""
+    if isinstance(ge_tasks, PackedGe):
+        return ge_tasks.unknown_type()
     return any(g[6] == NA for g in ge_tasks)  # (task_type)
 
 
@@ -1551,35 +1560,26 @@ def _outputs(
         release(paths)
         return data
 
-    # Decoded here (declines in this order), or kept for the C host loops to read in place.
-    host.take("apis", slices("api_event"))
-    host.take("tracks", slices("task_track"))
     basics = plan.host_data.get("node_basic_info", ())
-    if basics and basics[0].split("/")[-1].startswith("unaging"):
-        raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
-    host.take("node_basics", slices("node_basic_info"))
-    host.contexts = context_records(slices("context_id_info"))
-    host.tensors = header_records(slices("tensor_info"), "tensor_info")
-    if host_sample is not None and not level0 and not host.has("node_basics") and host.has("apis"):
-        raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
-    # Where only op_summary's rows are read and their types are known (level 1), the host tasks
-    # are not needed (see _Device), only checked: not made at all.
-    tables = host_tables(host, level0=level0, all_export=all_export, host_tasks=not lean or level0)
-    with_host = tables.with_host_tasks
-    # its records are in the tables now (freed in steps: see ._chunked)
-    empty(host.apis, host.node_basics, host.tensors, host.contexts, host.tracks)
-    del host
+    own: list[tuple[list[HostTask], list[GeTask] | PackedGe]]
+    if lean and not level0 and basics and not _unaging(basics) and lean_walk_ready():
+        # Only op_summary's rows at level 1: the GE tasks alone, packed, the host files read and
+        # let go of a slice at a time (see _host.LeanWalk); the host tasks' ids are checked.
+        packs = _lean_host(plan, files, release, host, slices, all_export)
+        with_host = False
+        own = [([], packs.get(d.device, [])) for d in plan.devices]
+    else:
+        own, with_host = _host_tables(
+            plan, files, host, slices, host_sample is not None, level0, all_export, lean
+        )
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
     release(plan.host_data.get("expand_stream_spec", ()))
     # Each device's tasks in its own lists, the run's emptied: a device's go with its lists then.
-    devices = plan.devices
-    own = [(_of_device(tables.host_tasks, d.device), _of_device(tables.ge_tasks, d.device)) for d in devices]
-    empty(tables.host_tasks, tables.ge_tasks)
     outputs = [
         _device(
             dev,
             files,
-            host,
+            host_tasks,
             ge_tasks,
             hashes,
             expanded=expanded,
@@ -1591,10 +1591,92 @@ def _outputs(
             with_host=with_host,
             packed=packed,
         )
-        for dev, (host, ge_tasks) in zip(devices, own, strict=True)
+        for dev, (host_tasks, ge_tasks) in zip(plan.devices, own, strict=True)
     ]
     own.clear()
     return outputs, level0
+
+
+def _lean_host(
+    plan: RunPlan,
+    files: Mapping[str, RawData],
+    release: _Release,
+    host: HostRecords,
+    slices: Callable[[str], RawData],
+    all_export: bool,
+) -> dict[int, PackedGe]:
+    """Each device's GE tasks by the lean walk, its host files fed and let go of a slice at a
+    time; :class:`WholeDecodeNeeded` where it declines (a decline among them: the whole decode
+    then raises it, in its order)."""
+    try:
+        walk = LeanWalk(host, all_export=all_export)
+
+        def feed(kind: str) -> None:
+            for path in plan.host_data.get(kind, ()):
+                data = files[path]
+                if kind in STORED_HOST_FILES and host_slice_unstorable(data):
+                    raise WholeDecodeNeeded(f"{path}: a timestamp msprof.py cannot store")
+                walk.feed(kind, data)
+                del data
+                release((path,))
+
+        feed("api_event")
+        walk.walk()
+        feed("node_basic_info")
+        if not walk.fed["node_basic_info"]:
+            raise WholeDecodeNeeded("no node_basic_info record")
+        context_records(slices("context_id_info"))  # (read for what it declines)
+        walk.tensors(header_records(slices("tensor_info"), "tensor_info"))
+        feed("task_track")
+        return walk.finish()
+    except DeclinedError as exc:
+        raise WholeDecodeNeeded(f"the lean host walk met a decline: {exc}") from None
+
+
+def _host_tables(
+    plan: RunPlan,
+    files: Mapping[str, RawData],
+    host: HostRecords,
+    slices: Callable[[str], RawData],
+    host_sample: bool,
+    level0: bool,
+    all_export: bool,
+    lean: bool,
+) -> tuple[list[tuple[list[HostTask], list[GeTask] | PackedGe]], bool]:
+    """Each device's host and GE tasks by the queue walk (``host_tables``), and whether the host
+    tasks were made."""
+    if lean:  # (decode_run left the host files to be looked at here)
+        try:
+            check_storable(plan.host_data, (), files)
+        except DeclinedError:
+            raise WholeDecodeNeeded(
+                "a host timestamp msprof.py cannot store (declined in order there)"
+            ) from None
+    # Decoded here (declines in this order), or kept for the C host loops to read in place.
+    host.take("apis", slices("api_event"))
+    host.take("tracks", slices("task_track"))
+    basics = plan.host_data.get("node_basic_info", ())
+    if basics and _unaging(basics):
+        raise DeclinedError(DeclineReason.UNSUPPORTED, "static-shape nodes (unaging node_basic_info)")
+    host.take("node_basics", slices("node_basic_info"))
+    host.contexts = context_records(slices("context_id_info"))
+    host.tensors = header_records(slices("tensor_info"), "tensor_info")
+    if host_sample and not level0 and not host.has("node_basics") and host.has("apis"):
+        raise DeclinedError(DeclineReason.MISSING_FILE, "task time level 1 without node_basic_info")
+    # Where only op_summary's rows are read and their types are known (level 1), the host tasks
+    # are not needed (see _Device), only checked: not made at all.
+    tables = host_tables(host, level0=level0, all_export=all_export, host_tasks=not lean or level0)
+    # its records are in the tables now (freed in steps: see ._chunked)
+    empty(host.apis, host.node_basics, host.tensors, host.contexts, host.tracks)
+    own: list[tuple[list[HostTask], list[GeTask] | PackedGe]] = [
+        (_of_device(tables.host_tasks, d.device), _of_device(tables.ge_tasks, d.device)) for d in plan.devices
+    ]
+    empty(tables.host_tasks, tables.ge_tasks)
+    return own, tables.with_host_tasks
+
+
+def _unaging(paths: Sequence[str]) -> bool:
+    return paths[0].split("/")[-1].startswith("unaging")
 
 
 def _check_limit(rows: Sequence[object], folder: str, what: str) -> None:
@@ -1656,9 +1738,10 @@ def decode_run(
     :raises DeclinedError: for anything not verified against the real exporter
     :raises WholeDecodeNeeded: with *lean*, rarely
     """
-    check_storable(plan.host_data, (dev.ffts for dev in plan.devices), files)
-    _check_sample_devices(plan, files)
     lean = lean and not with_task_time and not with_counters
+    # (lean: the host files are looked at a slice at a time, as they are read: see _lean_host)
+    check_storable({} if lean else plan.host_data, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
     outputs, level0 = _outputs(plan, files, _releaser(files, consume), lean=lean, packed=packed and lean)
     try:
         return _result(outputs, files, level0, with_task_time, with_counters)

@@ -47,17 +47,28 @@ def _top_bit_at(slices: Iterable[RawData], size: int, offsets: tuple[int, ...]) 
     return False
 
 
+#: The host files whose records the exporter stores with a timestamp word (see _HOST_WORDS).
+STORED_HOST_FILES: Final = ("task_track", "node_basic_info")
+
+
+def host_slice_unstorable(data: RawData) -> bool:
+    """Whether one slice of whole records of a :data:`STORED_HOST_FILES` file holds a timestamp
+    the exporter cannot store (for a reader that looks at a slice at a time)."""
+    return _top_bit_at((data,), *_HOST_WORDS)
+
+
 def check_storable(
     host_data: Mapping[str, tuple[str, ...]], ffts: Iterable[tuple[str, ...]], files: Mapping[str, RawData]
 ) -> None:
     """Decline the run when a record the exporter stores holds a word of 2**63 or more.
 
-    *host_data*: the plan's host files per kind; *ffts*: each device's ffts_profile files, looked
-    at where they were read (with counters).
+    *host_data*: the plan's host files per kind (empty: not looked at here, see
+    :func:`host_slice_unstorable`); *ffts*: each device's ffts_profile files, looked at where
+    they were read (with counters).
 
     :raises DeclinedError: UNSUPPORTED, naming the file kind
     """
-    for kind in ("task_track", "node_basic_info"):
+    for kind in STORED_HOST_FILES:
         names = host_data.get(kind, ())
         if _top_bit_at((files[n] for n in names if n in files), *_HOST_WORDS):
             raise DeclinedError(DeclineReason.UNSUPPORTED, _message(f"a {kind} timestamp", names))
