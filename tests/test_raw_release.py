@@ -458,6 +458,35 @@ def test_a_lean_read_gives_what_a_whole_decode_gives(
         assert made[1] is True
 
 
+def test_a_packed_pass_that_declines_after_letting_go_of_the_task_log_reads_the_run_whole(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The packed pass empties the box it is handed the task log in once the records are read; a
+    # None after that leaves nothing for the steps: the run is decoded again whole, same answer.
+    if _accel.active() is None:
+        pytest.skip("the C device loops are not built")
+    with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
+        sim.launch("k", count=3, duration_us=2.0)
+    assert run.run_dir is not None
+    expected = read_run(run.run_dir, packed=True)
+    real = _accel.active()
+
+    class Declining:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(real, name)
+
+        def packed_device(self, box: list[object], *args: Any) -> None:
+            box.clear()
+            return None
+
+    monkeypatch.setattr(_run, "_accelerated", Declining)
+    leans = spied_decodes(monkeypatch)
+    got = read_run(run.run_dir, packed=True)
+    assert leans == [(True, "WholeDecodeNeeded"), (False, "done")]
+    assert isinstance(got, RawResult) and isinstance(expected, RawResult)
+    assert list(got.tasks) == list(expected.tasks) and len(got.tasks) == 3
+
+
 def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
     toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -1872,7 +1872,8 @@ PyDoc_STRVAR(packed_device_doc,
 "Python object per task: the pairing, the top-down join's checks where no host task was made\n"
 "(no two device tasks of one id) and the join with ge_tasks, in one call. limits: {stream: first\n"
 "flip time} where task ids must not wrap (a task starting at or after it is declined), or\n"
-"None. packed_ge: the device's GE tasks as _chost.lean_finish packs them (a capsule), ge_tasks\n"
+"None. data may come in a list, [data], which is emptied once its records are read (a None\n"
+"after that: the caller cannot take the steps from them). packed_ge: the device's GE tasks as _chost.lean_finish packs them (a capsule), ge_tasks\n"
 "then their templates. None wherever any step would give None (the caller takes the steps one\n"
 "by one then).");
 
@@ -1925,6 +1926,17 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
                           &printer_obj, &limits, &invalid, &packed_obj)) {
         return NULL;
     }
+    PyObject *let_go = NULL;
+    if (PyList_Check(bytes)) {
+        /* [data], its only holder: emptied once the records are read, so that the file's
+         * contents go before the pairing's scratch and the rows take their place */
+        if (PyList_Size(bytes) != 1) {
+            PyErr_SetString(PyExc_TypeError, "packed_device: data is the contents or a list of them alone");
+            return NULL;
+        }
+        let_go = bytes;
+        bytes = PyList_GetItem(let_go, 0);
+    }
     const GeVec *packed_ge = NULL;
     if (packed_obj != Py_None) {
         packed_ge = PyCapsule_GetPointer(packed_obj, GE_CAPSULE);
@@ -1959,6 +1971,9 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     int read = stars_records(bytes, magic, base, hertz, offset, PyTuple_Size(names), &r);
     if (read <= 0) {
         result = read == 0 ? new_ref(Py_None) : NULL;
+        goto done;
+    }
+    if (let_go != NULL && PyList_SetSlice(let_go, 0, 1, NULL) < 0) {
         goto done;
     }
     Py_ssize_t npairs = paired(&r, &w);

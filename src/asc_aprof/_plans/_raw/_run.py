@@ -1316,10 +1316,18 @@ def _device(
     stars = joined(files[p] for p in dev.stars)
     rows_only = lean and not _any_unknown_type(ge_tasks)
     if packed and rows_only and not with_host:
-        fused = _packed_device(dev, files, stars, clock, ge_tasks, hashes, all_export)
-        if fused is not None:
+        # (the task log handed over in a box: the C pass lets go of it once its records are read)
+        release(dev.stars)
+        box = [stars]
+        del stars
+        fused = _packed_device(dev, files, box, clock, ge_tasks, hashes, all_export)
+        if fused is None and not box:
+            raise WholeDecodeNeeded(f"{folder}: the packed pass let go of the task log, then declined")
+        if fused is None:
+            stars = box.pop()
+        else:
             rows, fused_flips = fused
-            release((*dev.stars, *dev.ts_track))
+            release(dev.ts_track)
             empty(host, ge_tasks if isinstance(ge_tasks, list) else None)
             out = _Device(dev, clock, [], [], [], hashes, level0, made=rows)
             out.pmu = _PmuSource(info, expanded, all_export, fused_flips)
@@ -1366,7 +1374,7 @@ def _device(
 def _packed_device(
     dev: DevicePlan,
     files: Mapping[str, RawData],
-    stars: RawData,
+    stars: list[RawData],
     clock: DeviceClock,
     ge_tasks: list[GeTask] | PackedGe,
     hashes: Mapping[str, str],
@@ -1376,7 +1384,9 @@ def _packed_device(
     was made (``_cdevice.packed_device``: the pairing, the top-down join's checks and the join
     with the GE tasks in C, with no Python object per task), and its ts_track flips; None where
     the steps have to be taken one by one (no C loops; anything they would decline or leave to
-    the pure code), which then give the same rows or the decline."""
+    the pure code), which then give the same rows or the decline. *stars*: the task log in a
+    list that is its only holder, emptied once its records are read (then, on None, there is
+    nothing to take the steps from: the caller decodes the run whole)."""
     c = _accelerated()
     if c is None or not isinstance(hashes, dict):
         return None
