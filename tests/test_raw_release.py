@@ -22,7 +22,7 @@ from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
 from asc_aprof._cann._files import RunFolder
 from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _host, _run
 from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
-from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows
+from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows, PieceSource
 from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run
@@ -519,6 +519,34 @@ def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
         assert sorted(files) == sorted(set(plan.wanted) - {logs[1]})
         with pytest.raises(KeyError):
             files[logs[1]]
+
+
+def test_host_record_files_are_read_a_piece_at_a_time(
+    toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # _RunFiles.pieces: a host record file not read yet comes in pieces of whole records (one
+    # buffer read into again), then is forgotten; one read already comes whole; a length that is
+    # not a whole number of records gives None, nothing read. The lean host walk reads so.
+    with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
+        sim.launch("k", count=40, duration_us=2.0)
+    assert run.run_dir is not None
+    monkeypatch.setattr(_driver, "PIECE", 256)
+    with RunFolder(run.run_dir) as folder:
+        plan, files = _driver._run_files(folder, counters=False)
+        assert isinstance(files, PieceSource)
+        (track,) = plan.host_data["task_track"]
+        whole = (run.run_dir / track).read_bytes()
+        assert len(whole) > 256 and len(whole) % 64 == 0
+        pieces = files.pieces(track, 64)
+        assert pieces is not None
+        got = [bytes(piece) for piece in pieces]  # (copied: the buffer is read into again)
+        assert b"".join(got) == whole and all(len(p) % 64 == 0 and len(p) <= 256 for p in got)
+        assert len(got) == -(-len(whole) // 256) and track not in files
+        assert files.pieces(plan.host_data["api_event"][0], 48) is None  # (40-byte records)
+        (basic,) = plan.host_data["node_basic_info"]
+        held = files[basic]
+        found = files.pieces(basic, 64)
+        assert found is not None and list(found) == [held]
 
 
 @pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")

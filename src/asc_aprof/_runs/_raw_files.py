@@ -233,6 +233,8 @@ def _run_files(folder: RunFolder, counters: bool, mapped_min: int = MAPPED_MIN) 
 
 #: The host files of records, one per task or call (api_event, node_basic_info, task_track).
 HOST_RECORD_FILES: Final = ("api_event", "node_basic_info", "task_track")
+#: The most bytes :meth:`_RunFiles.pieces` reads at a time.
+PIECE: Final = 4 << 20
 
 
 class _RunFiles(MutableMapping[str, RawData]):
@@ -265,15 +267,13 @@ class _RunFiles(MutableMapping[str, RawData]):
         else:
             self._later[rel] = None
 
-    def _read(self, rel: str) -> RawData:
+    @contextlib.contextmanager
+    def _opened(self, rel: str) -> Iterator[io.FileIO]:
+        """*rel* opened by the reading rule; a file gone or unreadable is declined as malformed."""
         bound = Bound.RAW_SLICE if "/data/" in rel else Bound.METADATA
         try:
             with self._folder.open(rel, bound, buffered=False) as opened:
-                stream = cast(io.FileIO, opened)
-                size = os.fstat(stream.fileno()).st_size
-                if rel in self._record_files and size >= max(self._mapped_min, 1):
-                    return _read_mapped(stream, size)
-                return stream.readall()
+                yield cast(io.FileIO, opened)
         except RunFileMissing as exc:  # listed a moment ago: the run is being changed
             raise DeclinedError(DeclineReason.MALFORMED, str(exc)) from None
         except RunFileError:
@@ -281,6 +281,49 @@ class _RunFiles(MutableMapping[str, RawData]):
         except OSError as exc:
             where = self._folder.run / rel
             raise DeclinedError(DeclineReason.MALFORMED, f"{where}: {exc.strerror}") from None
+
+    def _read(self, rel: str) -> RawData:
+        with self._opened(rel) as stream:
+            size = os.fstat(stream.fileno()).st_size
+            if rel in self._record_files and size >= max(self._mapped_min, 1):
+                return _read_mapped(stream, size)
+            return stream.readall()
+
+    def pieces(self, rel: str, multiple: int) -> Iterator[RawData] | None:
+        """As :class:`PieceSource` says: a file not read yet is read a piece of at most
+        :data:`PIECE` bytes at a time into one buffer (a piece is good until the next is asked
+        for), a file read already given whole. Forgotten (as ``pop``) once every piece is given."""
+        if rel in self._held:
+            data = self._held[rel]
+            return iter([data]) if len(data) % multiple == 0 else None
+        if rel not in self._later:
+            raise KeyError(rel)
+        with self._opened(rel) as stream:
+            if os.fstat(stream.fileno()).st_size % multiple:
+                return None
+        return self._pieces(rel, multiple)
+
+    def _pieces(self, rel: str, multiple: int) -> Iterator[RawData]:
+        # One map, read into again for each piece (a bytes object per piece would be freed into
+        # the heap and keep its pages: glibc raises its mmap threshold past that size).
+        step = max(PIECE // multiple, 1) * multiple
+        with self._opened(rel) as stream:  # (opened again: by the rule, as any read)
+            buffer = mapped(step)
+            view = memoryview(buffer)
+            try:
+                while True:
+                    got = 0
+                    while got < step and (count := stream.readinto(view[got:])):  # (GIL released)
+                        got += count
+                    if not got:
+                        break
+                    yield buffer if got == step else bytes(view[:got])
+                    if got < step:
+                        break
+            finally:
+                view.release()
+                buffer.close()
+        self.pop(rel)
 
     def __getitem__(self, rel: str) -> RawData:
         data = self._held.get(rel)

@@ -609,7 +609,7 @@ error:
 
 typedef struct {
     uint32_t key;
-    Py_ssize_t group; /* -1: empty slot */
+    int32_t group; /* -1: empty slot */
 } Slot;
 
 static size_t
@@ -674,12 +674,15 @@ counter_obj(const Records *r, Py_ssize_t i)
     return PyLong_FromUnsignedLongLong(r->counters[i]);
 }
 
-/* The scratch arrays of pair_records, for n records. */
+#define PAIRED_MAX (INT32_MAX / 2)
+
+/* The scratch arrays of pair_records, for n records (n < PAIRED_MAX: int32 indexes, half the
+ * memory of Py_ssize_t ones). */
 typedef struct {
     Keyed *order;
-    Py_ssize_t *group_of, *first, *members;
+    int32_t *group_of, *first, *members;
     Keyed *pairs; /* key: start, index: pair # */
-    Py_ssize_t *pair_end, *pair_start;
+    int32_t *pair_end, *pair_start;
     size_t size;
     Slot *table;
 } PairWork;
@@ -692,8 +695,8 @@ pair_indices(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
     Keyed *order = w->order, *pairs = w->pairs;
-    Py_ssize_t *group_of = w->group_of, *first = w->first, *members = w->members;
-    Py_ssize_t *pair_end = w->pair_end, *pair_start = w->pair_start;
+    int32_t *group_of = w->group_of, *first = w->first, *members = w->members;
+    int32_t *pair_end = w->pair_end, *pair_start = w->pair_start;
     size_t size = w->size;
     Slot *table = w->table;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -705,7 +708,7 @@ pair_indices(const Records *r, PairWork *w)
     for (size_t s = 0; s < size; s++) {
         table[s].group = -1;
     }
-    Py_ssize_t ngroups = 0;
+    int32_t ngroups = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t i = order[k].index;
         uint32_t key = r->task[i] << 16 | r->stream[i];
@@ -720,27 +723,27 @@ pair_indices(const Records *r, PairWork *w)
         group_of[k] = table[s].group;
     }
     /* each group's records in time order: a counting sort of the ranks by group */
-    memset(first, 0, sizeof(Py_ssize_t) * (size_t)(ngroups + 1));
+    memset(first, 0, sizeof(int32_t) * (size_t)(ngroups + 1));
     for (Py_ssize_t k = 0; k < n; k++) {
         first[group_of[k] + 1]++;
     }
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
+    for (int32_t g = 0; g < ngroups; g++) {
         first[g + 1] += first[g];
     }
-    Py_ssize_t *fill = pair_end; /* scratch: the next free place of each group */
-    memcpy(fill, first, sizeof(Py_ssize_t) * (size_t)ngroups);
+    int32_t *fill = pair_end; /* scratch: the next free place of each group */
+    memcpy(fill, first, sizeof(int32_t) * (size_t)ngroups);
     for (Py_ssize_t k = 0; k < n; k++) {
-        members[fill[group_of[k]]++] = order[k].index;
+        members[fill[group_of[k]]++] = (int32_t)order[k].index;
     }
     /* _pairs per group, in group order: an end before its start dropped, a start followed by
      * another start before its end dropped */
     Py_ssize_t npairs = 0;
-    Py_ssize_t *starts = group_of, *ends = (Py_ssize_t *)order; /* scratch, no longer needed */
+    int32_t *starts = group_of, *ends = (int32_t *)order; /* scratch, no longer needed */
     const double *times = r->times;
-    for (Py_ssize_t g = 0; g < ngroups; g++) {
+    for (int32_t g = 0; g < ngroups; g++) {
         Py_ssize_t ns = 0, ne = 0;
         for (Py_ssize_t k = first[g]; k < first[g + 1]; k++) {
-            Py_ssize_t i = members[k];
+            int32_t i = members[k];
             if ((r->head[i] & 63) == 0) {
                 starts[ns++] = i;
             }
@@ -789,12 +792,16 @@ paired(const Records *r, PairWork *w)
     Py_ssize_t n = r->n;
     memset(w, 0, sizeof *w);
     w->order = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w->group_of = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w->first = malloc(sizeof(Py_ssize_t) * (size_t)(n + 2));
-    w->members = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    if (n >= PAIRED_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "too many task-log records for one device");
+        return -1;
+    }
+    w->group_of = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->first = malloc(sizeof(int32_t) * (size_t)(n + 2));
+    w->members = malloc(sizeof(int32_t) * (size_t)(n + 1));
     w->pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w->pair_end = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    w->pair_start = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    w->pair_end = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->pair_start = malloc(sizeof(int32_t) * (size_t)(n + 1));
     w->size = table_size(n);
     w->table = malloc(sizeof(Slot) * w->size);
     if (!w->order || !w->group_of || !w->first || !w->members || !w->pairs || !w->pair_end || !w->pair_start

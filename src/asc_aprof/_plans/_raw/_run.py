@@ -71,6 +71,7 @@ from ._types import (
     DeclineReason,
     PackedPart,
     PackedRows,
+    PieceSource,
     RawResult,
     RawTask,
     WholeDecodeNeeded,
@@ -1622,12 +1623,17 @@ def _lean_host(
         walk = LeanWalk(host, all_export=all_export)
 
         def feed(kind: str) -> None:
+            size = LeanWalk.KINDS[kind][1]
             for path in plan.host_data.get(kind, ()):
-                data = files[path]
-                if kind in STORED_HOST_FILES and host_slice_unstorable(data):
-                    raise WholeDecodeNeeded(f"{path}: a timestamp msprof.py cannot store")
-                walk.feed(kind, data)
-                del data
+                # a piece of a few MiB at a time where the files can be read so, else whole
+                pieces = files.pieces(path, size) if isinstance(files, PieceSource) else iter([files[path]])
+                if pieces is None:
+                    raise WholeDecodeNeeded(f"{path}: not a whole number of records (a torn head)")
+                for data in pieces:
+                    if kind in STORED_HOST_FILES and host_slice_unstorable(data):
+                        raise WholeDecodeNeeded(f"{path}: a timestamp msprof.py cannot store")
+                    walk.feed(kind, data)
+                    del data
                 release((path,))
 
         feed("api_event")
