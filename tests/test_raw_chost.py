@@ -567,3 +567,21 @@ def test_real_runs_read_lean_the_same_with_the_lean_walk_and_the_pure_loops(
     assert len(walks) == (0 if fast.level0 else 1)  # (the lean walk runs at level 1 only)
     if walks:
         assert sum(len(p) for p in walks[0].values()) == len(fast.tasks)
+
+
+def test_the_lean_walk_of_a_big_stream_equals_the_pure_loops() -> None:
+    # 150,000 kernels, each in its own node launch: the walk's arrays pass the size where the C
+    # loops' scratch memory is mapped (and grown by remapping) rather than taken from the heap.
+    n = 150_000
+    records = HostRecords(dict(HASHES), {k: dict(v) for k, v in TYPES.items()})
+    records.apis = [ApiRecord(10000, 5, 7, 10 * i + 10, 10 * i + 15, 1) for i in range(n)]
+    records.node_basics = [
+        NodeBasicRecord(10000, 0, 7, 10 * i + 11, 1, 2, 0, 1 << 16 | i % 40, 0) for i in range(n)
+    ]
+    records.tracks = [
+        TaskTrackRecord(5000, 802, 7, 10 * i + 12, 0, 0, i // 60_000, i % 60_000, 0, 66, 6) for i in range(n)
+    ]
+    found = lean_walk(packed(records), [], True, [n // 3])
+    pure = outcome(records, accelerated=False, level0=False, all_export=True)
+    assert isinstance(pure, tuple) and len(pure[1]) == n
+    assert found == sorted(pure[1], key=lambda x: (x[1].device_id, x[1].stream_id, x[1].task_id))

@@ -791,19 +791,19 @@ paired(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
     memset(w, 0, sizeof *w);
-    w->order = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w->order = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
     if (n >= PAIRED_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many task-log records for one device");
         return -1;
     }
-    w->group_of = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->first = malloc(sizeof(int32_t) * (size_t)(n + 2));
-    w->members = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->pairs = malloc(sizeof(Keyed) * (size_t)(n + 1));
-    w->pair_end = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->pair_start = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->group_of = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->first = scratch_malloc(sizeof(int32_t) * (size_t)(n + 2));
+    w->members = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->pairs = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
+    w->pair_end = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->pair_start = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
     w->size = table_size(n);
-    w->table = malloc(sizeof(Slot) * w->size);
+    w->table = scratch_malloc(sizeof(Slot) * w->size);
     if (!w->order || !w->group_of || !w->first || !w->members || !w->pairs || !w->pair_end || !w->pair_start
         || !w->table) {
         PyErr_NoMemory();
@@ -861,12 +861,12 @@ records_alloc(Records *r, Py_ssize_t n, int with_counters)
 {
     memset(r, 0, sizeof *r);
     r->n = n;
-    r->head = malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->stream = malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->task = malloc(sizeof(uint32_t) * (size_t)(n + 1));
-    r->times = malloc(sizeof(double) * (size_t)(n + 1));
+    r->head = scratch_malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->stream = scratch_malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->task = scratch_malloc(sizeof(uint32_t) * (size_t)(n + 1));
+    r->times = scratch_malloc(sizeof(double) * (size_t)(n + 1));
     if (with_counters) {
-        r->counters = malloc(sizeof(uint64_t) * (size_t)(n + 1));
+        r->counters = scratch_malloc(sizeof(uint64_t) * (size_t)(n + 1));
     }
     if (!r->head || !r->stream || !r->task || !r->times || (with_counters && !r->counters)) {
         PyErr_NoMemory();
@@ -1104,8 +1104,8 @@ static int
 table4_init(Table4 *t, Py_ssize_t n)
 {
     t->size = table_size(n);
-    t->slots = malloc(sizeof(Slot4) * t->size);
-    t->keys = malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
+    t->slots = scratch_malloc(sizeof(Slot4) * t->size);
+    t->keys = scratch_malloc(sizeof(int64_t[4]) * (size_t)(n + 1));
     if (t->slots == NULL || t->keys == NULL) {
         return -1;
     }
@@ -1169,9 +1169,9 @@ top_down(PyObject *Py_UNUSED(module), PyObject *args)
     }
     PyObject *result = NULL, *minus_one = NULL, *zero = NULL;
     Table4 hosts = {NULL, 0, NULL}, devices = {NULL, 0, NULL};
-    char *matched = calloc((size_t)nh + 1, 1);
-    Py_ssize_t *host_of = malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
-    Keyed *order = malloc(sizeof(Keyed) * (size_t)(n + 1));
+    char *matched = scratch_calloc((size_t)nh + 1, 1);
+    Py_ssize_t *host_of = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(nd + 1));
+    Keyed *order = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
     if (table4_init(&hosts, nh) < 0 || table4_init(&devices, nd) < 0 || !matched || !host_of || !order) {
         PyErr_NoMemory();
         goto done;
@@ -1310,8 +1310,8 @@ static int
 ge_index_build(GeIndex *x, PyObject *ge, PyObject *device)
 {
     Py_ssize_t n = seq_size(ge);
-    x->next = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    x->last = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->next = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->last = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     if (table4_init(&x->keys, n) < 0 || x->next == NULL || x->last == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -1396,7 +1396,7 @@ packed_push(PackedVec *v)
     if (v->n == v->cap) {
         size_t cap = v->cap ? (size_t)v->cap * 2 : 1024;
         Packed *grown;
-        RELEASED_IF(v->cap > RELEASE_SECTION, grown = realloc(v->rows, cap * sizeof(Packed)));
+        RELEASED_IF(v->cap > RELEASE_SECTION, grown = scratch_realloc(v->rows, cap * sizeof(Packed)));
         if (grown == NULL) {
             PyErr_NoMemory();
             return NULL;
@@ -1755,7 +1755,7 @@ op_summary(PyObject *Py_UNUSED(module), PyObject *args)
     GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
     PackedOut packed = {NULL, NULL, NULL};
     if (mode == 2) {
-        packed.vec = calloc(1, sizeof(PackedVec));
+        packed.vec = scratch_calloc(1, sizeof(PackedVec));
         packed.strings = PyList_New(0);
         packed.index = PyDict_New();
         if (packed.vec == NULL || packed.strings == NULL || packed.index == NULL) {
@@ -1890,8 +1890,8 @@ static int
 ge_index_packed(GeIndex *x, const GeVec *ge, int64_t context)
 {
     Py_ssize_t n = ge->n;
-    x->next = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    x->last = malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->next = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
+    x->last = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
     if (table4_init(&x->keys, n) < 0 || x->next == NULL || x->last == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -1991,8 +1991,8 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table);
     w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL;
     /* _top_down: no two device tasks of one (stream, task) (context invalid, batch 0) */
-    keys = malloc(sizeof(uint32_t) * (size_t)(npairs + 1));
-    limit_of = malloc(sizeof(double) * 2048);
+    keys = scratch_malloc(sizeof(uint32_t) * (size_t)(npairs + 1));
+    limit_of = scratch_malloc(sizeof(double) * 2048);
     if (keys == NULL || limit_of == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -2040,7 +2040,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
         result = PyErr_Occurred() ? NULL : new_ref(Py_None);
         goto done;
     }
-    packed.vec = calloc(1, sizeof(PackedVec));
+    packed.vec = scratch_calloc(1, sizeof(PackedVec));
     packed.strings = PyList_New(0);
     packed.index = PyDict_New();
     if (packed.vec == NULL || packed.strings == NULL || packed.index == NULL) {

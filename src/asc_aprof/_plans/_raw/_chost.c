@@ -529,7 +529,7 @@ host_task(Ctx *c, Track *t, PyObject *context)
         if (c->nkeys == c->capkeys) {
             size_t cap = c->capkeys ? (size_t)c->capkeys * 2 : 4096;
             uint64_t *grown;
-            RELEASED_IF(c->capkeys > RELEASE_SECTION, grown = realloc(c->keys, cap * sizeof(uint64_t)));
+            RELEASED_IF(c->capkeys > RELEASE_SECTION, grown = scratch_realloc(c->keys, cap * sizeof(uint64_t)));
             if (grown == NULL) {
                 PyErr_NoMemory();
                 return -1;
@@ -713,16 +713,16 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
     int rc = -1;
     Map api_levels = {0}, node_names = {0}, payloads = {0}, types = {0}, kernels = {0}, threads = {0},
         groups = {0}, flips = {0};
-    Entry *entries = malloc((size_t)(total + 1) * sizeof(Entry));
-    int32_t *order = malloc((size_t)(total + 1) * sizeof(int32_t));
-    int32_t *tmp = malloc((size_t)(total + 1) * sizeof(int32_t));
-    int32_t *pairs = malloc((size_t)(2 * ntrack + 2) * sizeof(int32_t));
-    int32_t *kept = malloc((size_t)(ntrack + 1) * sizeof(int32_t));
-    int32_t *group_of = malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    Entry *entries = scratch_malloc((size_t)(total + 1) * sizeof(Entry));
+    int32_t *order = scratch_malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *tmp = scratch_malloc((size_t)(total + 1) * sizeof(int32_t));
+    int32_t *pairs = scratch_malloc((size_t)(2 * ntrack + 2) * sizeof(int32_t));
+    int32_t *kept = scratch_malloc((size_t)(ntrack + 1) * sizeof(int32_t));
+    int32_t *group_of = scratch_malloc((size_t)(ntrack + 1) * sizeof(int32_t));
     Py_ssize_t *counts = NULL, *starts = NULL;
-    c->nodes = malloc((size_t)(napi + 1) * sizeof(Node));
-    c->basics = malloc((size_t)(nbasic + 1) * sizeof(Basic));
-    c->tracks = calloc((size_t)ntrack + 1, sizeof(Track));
+    c->nodes = scratch_malloc((size_t)(napi + 1) * sizeof(Node));
+    c->basics = scratch_malloc((size_t)(nbasic + 1) * sizeof(Basic));
+    c->tracks = scratch_calloc((size_t)ntrack + 1, sizeof(Track));
     c->ntracks = ntrack;
     c->own_track_objs = tracks->list == NULL;
     if (!entries || !order || !tmp || !pairs || !kept || !group_of || !c->nodes || !c->basics || !c->tracks) {
@@ -1005,8 +1005,8 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
             }
             group_of[j] = (int32_t)*g;
         }
-        counts = calloc((size_t)ngroups + 1, sizeof(Py_ssize_t));
-        starts = malloc(((size_t)ngroups + 1) * sizeof(Py_ssize_t));
+        counts = scratch_calloc((size_t)ngroups + 1, sizeof(Py_ssize_t));
+        starts = scratch_malloc(((size_t)ngroups + 1) * sizeof(Py_ssize_t));
         if (counts == NULL || starts == NULL) {
             PyErr_NoMemory();
             goto done;
@@ -1053,10 +1053,10 @@ tables(Ctx *c, const Source *apis, const Source *basics, PyObject *tensors, cons
 
     /* every thread's queue, in order of first appearance */
     Py_ssize_t nthreads = (Py_ssize_t)threads.n;
-    free(counts);
-    free(starts);
-    counts = calloc((size_t)nthreads + 1, sizeof(Py_ssize_t));
-    starts = malloc(((size_t)nthreads + 1) * sizeof(Py_ssize_t));
+    scratch_free(counts);
+    scratch_free(starts);
+    counts = scratch_calloc((size_t)nthreads + 1, sizeof(Py_ssize_t));
+    starts = scratch_malloc(((size_t)nthreads + 1) * sizeof(Py_ssize_t));
     if (counts == NULL || starts == NULL) {
         PyErr_NoMemory();
         goto done;
@@ -1384,7 +1384,7 @@ room(void **v, Py_ssize_t n, Py_ssize_t *cap, size_t item)
     }
     size_t want = *cap ? (size_t)*cap * 2 : 1024;
     void *grown;
-    RELEASED_IF(*cap > RELEASE_SECTION, grown = realloc(*v, want * item));
+    RELEASED_IF(*cap > RELEASE_SECTION, grown = scratch_realloc(*v, want * item));
     if (grown == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -1419,7 +1419,7 @@ lean_free(PyObject *capsule)
     }
     Py_XDECREF(w->c.keep);
     Py_XDECREF(w->templates);
-    free(w);
+    scratch_free(w);
 }
 
 static Lean *
@@ -1453,7 +1453,7 @@ lean_new(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "lean_new: lookups must be a tuple of 11");
         return NULL;
     }
-    Lean *w = calloc(1, sizeof(Lean));
+    Lean *w = scratch_calloc(1, sizeof(Lean));
     if (w == NULL) {
         return PyErr_NoMemory();
     }
@@ -1472,7 +1472,7 @@ lean_new(PyObject *self, PyObject *args)
         }
         Py_XDECREF(w->c.keep);
         Py_XDECREF(w->templates);
-        free(w);
+        scratch_free(w);
         return NULL;
     }
     Map *maps[] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
@@ -1592,14 +1592,14 @@ static int
 lean_sorted_walk(Lean *w)
 {
     Py_ssize_t n = w->napis;
-    int32_t *order = malloc(sizeof(int32_t) * (size_t)(n + 1)), *tmp = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    LApi *sorted = malloc(sizeof(LApi) * (size_t)(n + 1));
+    int32_t *order = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1)), *tmp = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    LApi *sorted = scratch_malloc(sizeof(LApi) * (size_t)(n + 1));
     w->nthreads = (Py_ssize_t)w->threads.n;
-    w->starts = calloc((size_t)w->nthreads + 1, sizeof(Py_ssize_t));
-    w->parent = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->top = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->ctx = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->last = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->starts = scratch_calloc((size_t)w->nthreads + 1, sizeof(Py_ssize_t));
+    w->parent = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->top = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->ctx = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
+    w->last = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
     if (!order || !tmp || !sorted || !w->starts || !w->parent || !w->top || !w->ctx || !w->last) {
         FREE_RELEASED(order, tmp, sorted);
         PyErr_NoMemory();
@@ -2018,7 +2018,7 @@ ge_vec_free(PyObject *capsule)
         return;
     }
     FREE_RELEASED(v->v);
-    free(v);
+    scratch_free(v);
 }
 
 PyDoc_STRVAR(lean_finish_doc,
@@ -2056,7 +2056,7 @@ lean_finish(PyObject *self, PyObject *capsule)
         return NULL;
     }
     for (Py_ssize_t d = 0; d < w->nouts; d++) {
-        GeVec *v = malloc(sizeof(GeVec));
+        GeVec *v = scratch_malloc(sizeof(GeVec));
         if (v == NULL) {
             Py_DECREF(out);
             return PyErr_NoMemory();
@@ -2066,7 +2066,7 @@ lean_finish(PyObject *self, PyObject *capsule)
         PyObject *ge = PyCapsule_New(v, GE_CAPSULE, ge_vec_free);
         if (ge == NULL) {
             FREE_RELEASED(v->v);
-            free(v);
+            scratch_free(v);
             Py_DECREF(out);
             return NULL;
         }
