@@ -615,7 +615,7 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
         "decoded. Where only op_summary's rows are read (no counters, no task_time) the decode is "
         "lean: at level 1 the C host loops make no host task (they only check that no two share "
         "their ids, and let go of the host files once every record is read), each device keeps "
-        "its rows only, and `iter_tasks()` asks for them packed (`PackedRows`, 88 bytes a row, "
+        "its rows only, and `iter_tasks()` asks for them packed (`PackedRows`, 64 bytes a row, "
         "`decode_run(..., packed=True)`; a level-1 device is packed straight from its task log by "
         "`_cdevice.packed_device`, no Python object per task), from which `AsyncRun.batches` makes "
         "the public records 2,048 at a time. So the peak is the host walk's: the call tree's "

@@ -1362,15 +1362,26 @@ PyDoc_STRVAR(op_summary_doc,
 "no packed form.");
 
 /* -- packed rows -------------------------------------------------------------------------------
- * A device's op_summary rows as plain C values (88 bytes a row, where a RawTask record and its
+ * A device's op_summary rows as plain C values (64 bytes a row, where a RawTask record and its
  * fields take some 400): op_summary(..., mode=2) makes them, packed_rows() makes records of a
- * slice of them. Strings (names, types) are indexes into a list the rows come with. */
+ * slice of them. Strings (names, types) are indexes into a list the rows come with. A row is
+ * made as a Row, then packed where its ids and block dims fit the narrower fields (stream and
+ * batch ids below 65536, task ids and block dims below 2**32: a device's are); else the rows
+ * have no packed form. */
 
 typedef struct {
     int64_t stream, task, batch, start_ns, block, mix;
     uint64_t start_cycles, end_cycles;
     double duration, a_duration;
     uint32_t name, type;
+} Row;
+
+typedef struct {
+    int64_t start_ns;
+    uint64_t start_cycles, end_cycles;
+    double duration, a_duration;
+    uint32_t task, block, mix, name, type;
+    uint16_t stream, batch;
 } Packed;
 
 typedef struct {
@@ -1487,14 +1498,14 @@ typedef struct {
 
 /* One row packed: 1, 0 where a value has no exact packed form (the caller falls back), -1 on
  * error. name and type borrowed; duration and start_ns new references (released here). */
-static int pack_rest(PackedOut *out, Packed *row, int ok, PyObject *g, PyObject *name, PyObject *type,
+static int pack_rest(PackedOut *out, Row *row, int ok, PyObject *g, PyObject *name, PyObject *type,
                      PyObject *duration, PyObject *start_ns, int level0);
 
 static int
 pack_row(PackedOut *out, PyObject *a, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
          PyObject *start_ns, int level0)
 {
-    Packed row;
+    Row row;
     int ok = exact_i64(PyTuple_GetItem(a, 0), &row.stream) && exact_i64(PyTuple_GetItem(a, 1), &row.task)
         && exact_i64(PyTuple_GetItem(a, 3), &row.batch) && exact_u64(PyTuple_GetItem(a, 8), &row.start_cycles)
         && exact_u64(PyTuple_GetItem(a, 9), &row.end_cycles) && exact_f64(PyTuple_GetItem(a, 5), &row.a_duration);
@@ -1503,10 +1514,10 @@ pack_row(PackedOut *out, PyObject *a, PyObject *g, PyObject *name, PyObject *typ
 
 /* pack_row's rest, the row's device task fields set in *row (ok: all of them had a packed form). */
 static int
-pack_rest(PackedOut *out, Packed *rowp, int ok, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
+pack_rest(PackedOut *out, Row *rowp, int ok, PyObject *g, PyObject *name, PyObject *type, PyObject *duration,
           PyObject *start_ns, int level0)
 {
-    Packed row = *rowp;
+    Row row = *rowp;
     ok = ok && exact_i64(start_ns, &row.start_ns) && exact_f64(duration, &row.duration);
     if (ok && !level0) {
         ok = exact_i64(PyTuple_GetItem(g, 7), &row.block) && exact_i64(PyTuple_GetItem(g, 8), &row.mix);
@@ -1516,7 +1527,8 @@ pack_rest(PackedOut *out, Packed *rowp, int ok, PyObject *g, PyObject *name, PyO
     }
     Py_DECREF(duration);
     Py_DECREF(start_ns);
-    if (!ok) {
+    if (!ok || row.stream < 0 || row.stream > UINT16_MAX || row.batch < 0 || row.batch > UINT16_MAX || row.task < 0
+        || row.task > UINT32_MAX || row.block < 0 || row.block > UINT32_MAX || row.mix < 0 || row.mix > UINT32_MAX) {
         return 0;
     }
     int got = string_index(name, out->strings, out->index, &row.name);
@@ -1530,7 +1542,9 @@ pack_rest(PackedOut *out, Packed *rowp, int ok, PyObject *g, PyObject *name, PyO
     if (at == NULL) {
         return -1;
     }
-    *at = row;
+    *at = (Packed){row.start_ns, row.start_cycles, row.end_cycles, row.duration, row.a_duration,
+                   (uint32_t)row.task, (uint32_t)row.block, (uint32_t)row.mix, row.name, row.type,
+                   (uint16_t)row.stream, (uint16_t)row.batch};
     return 1;
 }
 
@@ -2117,7 +2131,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
                 }
                 name = op_name;
             }
-            Packed row;
+            Row row;
             row.stream = r.stream[s];
             row.task = r.task[s];
             row.batch = 0;

@@ -160,7 +160,7 @@ class PackedPart(NamedTuple):
 
 
 class PackedRows(Sequence[RawTask]):
-    """Op_summary rows packed in C, device after device: 88 bytes a row where a :class:`RawTask`
+    """Op_summary rows packed in C, device after device: 64 bytes a row where a :class:`RawTask`
     and its fields take some 400. A sequence of RawTask records, each made when asked for (equal
     to the record the unpacked decode makes); :meth:`records` makes a slice of them, or their
     public records, in one bounded C call. Made by a packed decode (``decode_run(...,
