@@ -551,3 +551,19 @@ def test_a_device_packed_from_its_task_log_has_the_rows_of_the_steps(
     assert exact(packed.records(0, len(packed))) == exact(expected)
     again = PackedRows([PackedPart(boxed[0], boxed[1], boxed[2], 0, False)])
     assert exact(again.records(0, len(again))) == exact(expected)
+
+
+@needs_c
+@pytest.mark.parametrize(
+    ("stream", "block"), [(3, 8), (70_000, 8), (3, 1 << 32)], ids=["fits", "stream_id", "block_dims"]
+)
+def test_rows_whose_ids_or_block_dims_do_not_fit_a_packed_row_stay_records(stream: int, block: int) -> None:
+    # a packed row keeps stream and batch ids in 16 bits, task ids and block dims in 32
+    ascend = [_run._Ascend(stream, 5, INVALID_CONTEXT, 0, 8.0e13, 2000.0, "KERNEL", "AI_CORE", 10, 20)]
+    ge = [GeTask(0, stream, 5, INVALID_CONTEXT, 0, "op", "AI_CORE", block, block)]
+    offset, begin = 1784171285670891.0 - 8.0e10, "1784171285670891"
+    _, bare = op_rows(ascend, ge, offset, begin, False, rows_only=True)
+    out = _Device(PLAN, clock(offset, begin), list(ascend), [], list(ge), {}, False, packed=True)
+    rows = out.op_rows
+    assert isinstance(rows, PackedRows) is ((stream, block) == (3, 8))
+    assert len(bare) == 1 and exact(list(rows)) == exact(bare)
