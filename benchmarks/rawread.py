@@ -609,27 +609,31 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
     )
     section.notes.append(
         "What the raw path holds (from the code): `_runs._raw_files._run_files` reads the run's "
-        "metadata and host data before the decode, each device's task logs (`stars_soc`, "
-        "`ts_track`; `ffts_profile` only with counters) when that device is decoded, big record "
-        "files into anonymous memory maps; `decode_run(..., consume=True)` lets go of each once "
-        "decoded. Where only op_summary's rows are read (no counters, no task_time) the decode is "
-        "lean: at level 1 the C host loops make no host task (they only check that no two share "
-        "their ids, and let go of the host files once every record is read), each device keeps "
-        "its rows only, and `iter_tasks()` asks for them packed (`PackedRows`, 64 bytes a row, "
-        "`decode_run(..., packed=True)`; a level-1 device is packed straight from its task log by "
-        "`_cdevice.packed_device`, no Python object per task), from which `AsyncRun.batches` makes "
-        "the public records 2,048 at a time. So the peak is the host walk's: the call tree's "
-        "scratch arrays and a Python record per GE task."
+        "metadata and small host files before the decode, the host's record files and each "
+        "device's task logs (`stars_soc`, `ts_track`; `ffts_profile` only with counters) when the "
+        "decode asks, big record files into anonymous memory maps; `decode_run(..., consume=True)` "
+        "lets go of each once decoded. Where only op_summary's rows are read (no counters, no "
+        "task_time) the decode is lean: at level 1 the lean host walk (`_host.LeanWalk`) reads the "
+        "host record files a 4 MiB piece at a time, keeps only the API calls as sorted intervals "
+        "(24 bytes each), makes no host task (their ids only checked) and packs the GE tasks (12 "
+        "bytes each); each device keeps its rows only, and `iter_tasks()` asks for them packed "
+        "(`PackedRows`, 64 bytes a row; a level-1 device is packed straight from its task log by "
+        "`_cdevice.packed_device`, no Python object per task, the task log let go of once its "
+        "records are read), from which `AsyncRun.batches` makes the public records 2,048 at a "
+        "time. The C loops' big scratch arrays are anonymous maps, returned when freed. So the "
+        "peak is a device's decode (its task log, then the pairing's scratch and its packed rows) "
+        "on top of the packed rows of the devices before it."
     )
     if growth >= MEMORY_GOAL:
         section.analysis.append(
             f"iter_tasks(): {fmt_mb(growth)} peak growth, {fmt_mb(growth - MEMORY_GOAL)} over the 100 MB "
             f"target; `read_run` alone peaks at {fmt_mb(decode['growth_bytes'])}, and the raw files it "
             f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run decode (every "
-            "task decoded before the first is given, so that a decline is known first): the host "
-            "call tree's scratch arrays and a Python record per GE task. Staying under 100 MB at "
-            "this size needs the host walk to work on slices and the GE tasks packed, not a "
-            "smaller public slice."
+            "task decoded before the first is given, so that a decline is known first): the packed "
+            "rows of every device decoded so far, and the decode of the next (its task log read "
+            "whole, then the pairing's scratch). Staying under 100 MB at this size needs each "
+            "device's rows given as it is decoded and its task log read in pieces, not a smaller "
+            "public slice."
         )
 
 
