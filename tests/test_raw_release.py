@@ -123,23 +123,6 @@ def test_overlapping_decodes_in_threads_restore_the_interval_after_the_last(inte
         leave.set()
 
 
-@pytest.mark.anyio
-async def test_an_awaited_read_pins_the_interval_from_its_tree_check_on(
-    interval: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The tree check, the listing and the small files' reads run in the worker before the
-    # decode: Python code, pinned too (else the loop may wait the default 5 ms at a time).
-    seen: list[float] = []
-
-    def check_spy(path: Path) -> None:
-        seen.append(sys.getswitchinterval())
-
-    monkeypatch.setattr(_driver, "check_tree", check_spy)
-    found = await _driver.read_run_async(tmp_path / "PROF_none", checked=True)
-    assert seen == [pytest.approx(SWITCH_INTERVAL)] and not isinstance(found, RawResult)
-    assert interval_is(0.01)
-
-
 @needs_c
 def test_release_points_are_spaced_twice_the_pinned_switch_interval() -> None:
     # A waiting thread asks for the GIL after a switch interval without a release; releases

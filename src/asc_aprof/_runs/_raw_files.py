@@ -450,17 +450,10 @@ async def read_run_async(
 
     Cancelled: returns at once; the thread finishes its (side-effect free) read in the background.
     """
-    reader = _checked_read if checked else read_run
-    read = functools.partial(reader, run_dir, counters=counters, packed=packed)
-    return await anyio.to_thread.run_sync(functools.partial(_pinned, read), abandon_on_cancel=True)
-
-
-def _pinned(fn: Callable[[], T]) -> T:
-    """``fn()`` with the switch interval pinned throughout (see :class:`_SwitchPin`): the tree
-    check, the listing and the small files' reads before the decode are Python code too, which
-    would otherwise hold the GIL up to the default 5 ms at a time while the loop waits."""
-    with _switch_pinned():
-        return fn()
+    return await anyio.to_thread.run_sync(
+        functools.partial(_checked_read if checked else read_run, run_dir, counters=counters, packed=packed),
+        abandon_on_cancel=True,
+    )
 
 
 def _checked_read(run_dir: str | os.PathLike[str], *, counters: bool, packed: bool) -> RawResult | Declined:
