@@ -22,7 +22,8 @@ from asc_aprof import Profiler, ProfilingTask, Toolkit, sim
 from asc_aprof._cann._files import RunFolder
 from asc_aprof._plans._raw import RawResult, RawTask, _accel, _decode, _host, _run
 from asc_aprof._plans._raw._chunked import clear_items, empty, to_tuple
-from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows, PieceSource
+from asc_aprof._plans._raw._decode import PieceSource
+from asc_aprof._plans._raw._types import DeclinedError, PackedPart, PackedRows
 from asc_aprof._runs import _drive
 from asc_aprof._runs import _raw_files as _driver
 from asc_aprof._runs._raw_files import SWITCH_INTERVAL, _SwitchPin, read_run

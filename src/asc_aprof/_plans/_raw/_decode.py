@@ -16,7 +16,7 @@ import struct
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from itertools import repeat
-from typing import Any, Final, NamedTuple, TypeAlias
+from typing import Any, Final, NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from ..._model._json import loads as json_loads
 from ._types import DeclinedError, DeclineReason
@@ -109,6 +109,18 @@ _BASIC_FIELDS: Final = struct.Struct("<2xHII4xQQIQII12x")
 #: (``_driver._files``; freeing a map lets the GIL go, freeing as big a bytes object does not).
 #: Every decoder reads either through a memoryview, and the C loops read both in place.
 RawData: TypeAlias = "bytes | mmap.mmap"
+
+
+@runtime_checkable
+class PieceSource(Protocol):
+    """Files a decode can read a piece at a time (the driver's; a plain mapping cannot)."""
+
+    def pieces(self, rel: str, multiple: int) -> Iterator[RawData] | None:
+        """The file *rel* in pieces of a few MiB, each a whole number of *multiple*-byte records,
+        read in turn; None where the file's length is not a whole number of them (nothing read).
+        A piece is good until the next one is asked for."""
+        ...
+
 
 #: Joined slices of at least this many bytes go into a memory map (see :func:`joined`).
 MAPPED_MIN: Final = 1 << 20

@@ -9,7 +9,7 @@ import itertools
 import math
 import operator
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol, overload, runtime_checkable
+from typing import Any, Final, NamedTuple, overload
 
 from ..._model._clock import TaskClocks
 from ..._model._counters import TaskCounters
@@ -19,9 +19,6 @@ from ..._model._records import ProfilingTask, new_task
 from ._accel import C as _C
 from ._accel import active as _accelerated
 from ._chunked import empty, to_tuple
-
-if TYPE_CHECKING:
-    from ._decode import RawData  # (which imports this module)
 
 
 class Reader(enum.Enum):
@@ -455,14 +452,3 @@ class WholeDecodeNeeded(Exception):
     share their ids where the host files were already let go of (a run declined then); or the
     lean host walk met what it does not cover (see ``_host.LeanWalk``): a decline among them,
     which the whole decode raises in its order."""
-
-
-@runtime_checkable
-class PieceSource(Protocol):
-    """Files a decode can read a piece at a time (the driver's; a plain mapping cannot)."""
-
-    def pieces(self, rel: str, multiple: int) -> Iterator[RawData] | None:
-        """The file *rel* in pieces of a few MiB, each a whole number of *multiple*-byte records,
-        read in turn; None where the file's length is not a whole number of them (nothing read).
-        A piece is good until the next one is asked for."""
-        ...
