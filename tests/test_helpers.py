@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 from .helpers import OWNER_VARIABLE, descendants, live_processes_with, wait_gone
@@ -33,7 +34,14 @@ def test_a_child_and_its_orphan_are_ours() -> None:
     try:
         assert child.pid in descendants()
         assert orphan not in descendants()  # re-parented away from this process...
-        assert sorted(live_processes_with(marker)) == sorted([child.pid, orphan])  # ...still ours
+        # ...still ours, once it has started (a clean-clone CI run once missed the orphan here;
+        # the likely cause, not confirmed: its /proc/<pid>/environ read mid-execve), so it is
+        # looked for a while
+        expected = sorted([child.pid, orphan])
+        deadline = time.monotonic() + 5.0
+        while sorted(live_processes_with(marker)) != expected and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sorted(live_processes_with(marker)) == expected
     finally:
         child.kill()
         child.wait()
