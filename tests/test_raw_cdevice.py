@@ -542,8 +542,17 @@ def test_a_device_packed_from_its_task_log_has_the_rows_of_the_steps(
     # handed over in a box, the task log is let go of once its records are read
     box = [data]
     boxed = _accel.C.packed_device(box, *args)
+    # or as an iterator of pieces (each of whole records: else None)
+    cut = len(data) // 128 * 64
+    in_pieces = _accel.C.packed_device([iter([data[:cut], b"", data[cut:]])], *args)
     event(f"packed: {found is not None}, steps: {'declined' if expected is None else min(len(expected), 2)}")
     assert (boxed is None) == (found is None)
+    assert (in_pieces is None) == (found is None or len(data) % 64 != 0)
+    if in_pieces is not None:
+        assert found is not None
+        again = PackedRows([PackedPart(in_pieces[0], in_pieces[1], in_pieces[2], 0, False)])
+        first = PackedRows([PackedPart(found[0], found[1], found[2], 0, False)])
+        assert exact(again.records(0, len(again))) == exact(first.records(0, len(first)))
     if found is None:
         return  # (the steps decide)
     assert expected is not None and box == [] and boxed is not None

@@ -522,12 +522,13 @@ def test_a_devices_logs_are_read_when_the_decode_first_asks_for_them(
             files[logs[1]]
 
 
-def test_host_record_files_are_read_a_piece_at_a_time(
+def test_record_files_are_read_a_piece_at_a_time(
     toolkit: Toolkit, simctl: SimControl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # _RunFiles.pieces: a host record file not read yet comes in pieces of whole records (one
     # buffer read into again), then is forgotten; one read already comes whole; a length that is
-    # not a whole number of records gives None, nothing read. The lean host walk reads so.
+    # not a whole number of records gives None, nothing read. The lean host walk reads so, and
+    # the packed pass a device's task log.
     with Profiler(tmp_path, toolkit=toolkit).profile(cleanup=False) as run:
         sim.launch("k", count=40, duration_us=2.0)
     assert run.run_dir is not None
@@ -548,6 +549,25 @@ def test_host_record_files_are_read_a_piece_at_a_time(
         held = files[basic]
         found = files.pieces(basic, 64)
         assert found is not None and list(found) == [held]
+        # a device's task log too, for the packed pass (an iterator of pieces, not the bytes)
+        (dev,) = plan.devices
+        log = _run._task_log(files, dev)
+        assert not isinstance(log, bytes | mmap.mmap)
+        assert b"".join(bytes(piece) for piece in log) == b"".join(
+            (run.run_dir / p).read_bytes() for p in dev.stars
+        )
+    # and a packed read hands the packed pass the pieces
+    handed: list[object] = []
+    packed_device = _run._packed_device
+
+    def spy(dev: object, files: object, box: list[object], *args: Any) -> Any:
+        handed.append(box[0])
+        return packed_device(dev, files, box, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_run, "_packed_device", spy)
+    got = read_run(run.run_dir, packed=True)
+    assert isinstance(got, RawResult) and len(got.tasks) == 40
+    assert len(handed) == 1 and not isinstance(handed[0], bytes | mmap.mmap)
 
 
 @pytest.mark.skipif(not real_run_names(), reason="no real runs beside the repository")

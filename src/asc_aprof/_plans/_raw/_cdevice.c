@@ -970,26 +970,11 @@ le64(const unsigned char *p)
 #define STARS_SIZE 64
 #define OTHER_BITS 0x3C0 /* header bits 6-9: neither the function nor the SQE type */
 
-/* The task-log records of a stars_soc file's contents (bytes or a memory map; a torn head of
- * len % 64 bytes skipped, little-endian words) in r, with their counters: 1; 0 unless every
- * record has the magic, is a task start or end with one of nnames SQE types and a stream id
- * below 2048, and a time that is a number (the pure decoder and pairing decide then); -1 on
- * error. r is to be freed (records_free) either way. */
+/* Records at..at+n of r from n whole stars_soc records at data: 1, 0 or -1 as stars_records. */
 static int
-stars_records(PyObject *bytes, unsigned int magic, double base, double hertz, double offset, Py_ssize_t nnames,
-              Records *r)
+stars_parse(const unsigned char *data, Py_ssize_t n, Py_ssize_t at, unsigned int magic, double base, double hertz,
+            double offset, Py_ssize_t nnames, Records *r)
 {
-    memset(r, 0, sizeof *r);
-    const unsigned char *buf;
-    Py_ssize_t len;
-    if (raw_data(bytes, &buf, &len) < 0) {
-        return -1;
-    }
-    Py_ssize_t n = len / STARS_SIZE;
-    const unsigned char *data = buf + len % STARS_SIZE;
-    if (records_alloc(r, n, 1) < 0) {
-        return -1;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         RELEASE_POINT(i, RELEASE_PLAIN);
         const unsigned char *rec = data + i * STARS_SIZE;
@@ -1018,13 +1003,85 @@ stars_records(PyObject *bytes, unsigned int magic, double base, double hertz, do
         if (isnan(t)) {
             return 0;
         }
-        r->head[i] = head;
-        r->stream[i] = stream;
-        r->task[i] = le16(rec + 6);
-        r->counters[i] = counter;
-        r->times[i] = t;
+        r->head[at + i] = head;
+        r->stream[at + i] = stream;
+        r->task[at + i] = le16(rec + 6);
+        r->counters[at + i] = counter;
+        r->times[at + i] = t;
     }
     return 1;
+}
+
+/* Room in r's arrays (with counters) for n records: 0, or -1 with MemoryError. */
+static int
+records_room(Records *r, Py_ssize_t n, Py_ssize_t *cap)
+{
+    if (n <= *cap) {
+        return 0;
+    }
+    Py_ssize_t want = *cap * 2 > n ? *cap * 2 : n;
+    void **arrays[] = {(void **)&r->head, (void **)&r->stream, (void **)&r->task, (void **)&r->times,
+                       (void **)&r->counters};
+    const size_t sizes[] = {sizeof(uint32_t), sizeof(uint32_t), sizeof(uint32_t), sizeof(double), sizeof(uint64_t)};
+    for (int j = 0; j < 5; j++) {
+        void *grown;
+        RELEASED_IF(1, grown = scratch_realloc(*arrays[j], sizes[j] * (size_t)(want + 1)));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        *arrays[j] = grown;
+    }
+    *cap = want;
+    return 0;
+}
+
+/* The task-log records of a stars_soc file's contents in r, with their counters: 1; 0 unless
+ * every record has the magic, is a task start or end with one of nnames SQE types and a stream
+ * id below 2048, and a time that is a number (the pure decoder and pairing decide then); -1 on
+ * error. r is to be freed (records_free) either way. The contents: bytes or a memory map (a
+ * torn head of len % 64 bytes skipped, little-endian words), or an iterator of such pieces,
+ * each of whole records (else 0), read one after the other. */
+static int
+stars_records(PyObject *bytes, unsigned int magic, double base, double hertz, double offset, Py_ssize_t nnames,
+              Records *r)
+{
+    memset(r, 0, sizeof *r);
+    const unsigned char *buf;
+    Py_ssize_t len;
+    if (PyIter_Check(bytes)) {
+        Py_ssize_t cap = 0;
+        PyObject *piece;
+        while ((piece = PyIter_Next(bytes)) != NULL) {
+            int got; /* 1 parsed, 0 declined, -1 error */
+            if (raw_data(piece, &buf, &len) < 0) {
+                got = -1;
+            }
+            else if (len % STARS_SIZE != 0) {
+                got = 0;
+            }
+            else if (records_room(r, r->n + len / STARS_SIZE, &cap) < 0) {
+                got = -1;
+            }
+            else {
+                got = stars_parse(buf, len / STARS_SIZE, r->n, magic, base, hertz, offset, nnames, r);
+                r->n += len / STARS_SIZE;
+            }
+            Py_DECREF(piece);
+            if (got <= 0) {
+                return got;
+            }
+        }
+        return PyErr_Occurred() ? -1 : 1;
+    }
+    if (raw_data(bytes, &buf, &len) < 0) {
+        return -1;
+    }
+    Py_ssize_t n = len / STARS_SIZE;
+    if (records_alloc(r, n, 1) < 0) {
+        return -1;
+    }
+    return stars_parse(buf + len % STARS_SIZE, n, 0, magic, base, hertz, offset, nnames, r);
 }
 
 PyDoc_STRVAR(paired_stars_doc,
@@ -1898,33 +1955,48 @@ PyDoc_STRVAR(packed_device_doc,
 "then their templates. None wherever any step would give None (the caller takes the steps one\n"
 "by one then).");
 
-/* ge_index_build of GE tasks packed by _chost's lean walk (every one of the device, context
- * `context`, batch 0): 1 indexed, -1 error. */
-static int
-ge_index_packed(GeIndex *x, const GeVec *ge, int64_t context)
+/* The GE tasks packed by _chost's lean walk, by (stream, task): every one of the device, of
+ * the invalid context and batch 0, and no two of one id (the walk checked the host tasks'), so
+ * a slot holds an index into the pack and the key is read there: 4 bytes a slot, where the
+ * general index (GeIndex) takes some 60 a task. */
+typedef struct {
+    const GeVec *ge;
+    int32_t *slots; /* -1: empty */
+    size_t size;
+} GeMap;
+
+static size_t
+ge_slot(const GeMap *m, uint32_t stream, uint32_t task)
 {
-    Py_ssize_t n = ge->n;
-    x->next = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    x->last = scratch_malloc(sizeof(Py_ssize_t) * (size_t)(n + 1));
-    if (table4_init(&x->keys, n) < 0 || x->next == NULL || x->last == NULL) {
+    size_t s = (size_t)mix64((uint64_t)stream << 32 | task) & (m->size - 1);
+    while (m->slots[s] >= 0 && (m->ge->v[m->slots[s]].stream != stream || m->ge->v[m->slots[s]].task != task)) {
+        s = (s + 1) & (m->size - 1);
+    }
+    return s;
+}
+
+/* 1 built; 0 two tasks of one id (the caller declines: the steps decide); -1 error. */
+static int
+ge_map_build(GeMap *m, const GeVec *ge)
+{
+    m->ge = ge;
+    m->size = table_size(ge->n);
+    m->slots = scratch_malloc(sizeof(int32_t) * m->size);
+    if (m->slots == NULL || ge->n >= INT32_MAX) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (size_t s = 0; s < m->size; s++) {
+        RELEASE_POINT(s, RELEASE_PLAIN);
+        m->slots[s] = -1;
+    }
+    for (Py_ssize_t i = 0; i < ge->n; i++) {
         RELEASE_POINT(i, RELEASE_PLAIN);
-        int64_t k[4] = {ge->v[i].stream, ge->v[i].task, 0, context};
-        uint64_t hash = hash4(k);
-        Slot4 *slot = find4(&x->keys, k, hash);
-        x->next[i] = -1;
-        if (slot->index < 0) {
-            table4_put(&x->keys, slot, k, hash, i);
-            x->last[i] = i;
+        size_t s = ge_slot(m, ge->v[i].stream, ge->v[i].task);
+        if (m->slots[s] >= 0) {
+            return 0;
         }
-        else {
-            Py_ssize_t first = slot->index;
-            x->next[x->last[first]] = i;
-            x->last[first] = i;
-        }
+        m->slots[s] = (int32_t)i;
     }
     return 1;
 }
@@ -1988,6 +2060,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     uint32_t *keys = NULL;
     double *limit_of = NULL;
     GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
+    GeMap map = {NULL, NULL, 0};
     PackedOut packed = {NULL, NULL, NULL};
     int read = stars_records(bytes, magic, base, hertz, offset, PyTuple_Size(names), &r);
     if (read <= 0) {
@@ -2001,9 +2074,10 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     if (npairs < 0) {
         goto done;
     }
-    /* (the pairing's own scratch goes: the pairs, in start order, are what is read from here) */
-    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table);
-    w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL;
+    /* (the pairing's own scratch and the records' headers go: the pairs, in start order, are
+     * what is read from here) */
+    FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table, r.head);
+    w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL, r.head = NULL;
     /* _top_down: no two device tasks of one (stream, task) (context invalid, batch 0) */
     keys = scratch_malloc(sizeof(uint32_t) * (size_t)(npairs + 1));
     limit_of = scratch_malloc(sizeof(double) * 2048);
@@ -2050,7 +2124,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     }
     int64_t context;
     if (!exact_i64(invalid, &context) ||
-        (packed_ge != NULL ? ge_index_packed(&index, packed_ge, context) : ge_index_build(&index, ge, device)) <= 0) {
+        (packed_ge != NULL ? ge_map_build(&map, packed_ge) : ge_index_build(&index, ge, device)) <= 0) {
         result = PyErr_Occurred() ? NULL : new_ref(Py_None);
         goto done;
     }
@@ -2074,8 +2148,9 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
             goto done;
         }
         int64_t key[4] = {r.stream[s], r.task[s], 0, context}; /* (stream, task, batch, context) */
-        Py_ssize_t at = find4(&index.keys, key, hash4(key))->index;
-        for (; at >= 0; at = index.next[at]) {
+        Py_ssize_t at = packed_ge != NULL ? map.slots[ge_slot(&map, r.stream[s], r.task[s])]
+                                          : find4(&index.keys, key, hash4(key))->index;
+        for (; at >= 0; at = packed_ge != NULL ? -1 : index.next[at]) {
             /* (a packed task's name, type and block dims are its template's) */
             PyObject *g = packed_ge != NULL ? PyList_GetItem(ge, packed_ge->v[at].tmpl) : seq_item(ge, at);
             if (g == NULL || !PyTuple_Check(g) || PyTuple_Size(g) < 9) {
@@ -2157,7 +2232,7 @@ done:
     records_free(&r);
     pair_work_free(&w);
     FREE_RELEASED(keys, limit_of);
-    FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last);
+    FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last, map.slots);
     Py_XDECREF(packed.strings);
     Py_XDECREF(packed.index);
     if (packed.vec != NULL) {

@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
+import itertools
 import math
+import mmap
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar, cast
 
 from ..._model._chips import rated_aic_mhz
 from ..._model._counters import TaskCounters
@@ -43,6 +45,7 @@ from ._decode import (
     HOST_COMPACT_SIZE,
     SQE_TYPES,
     STARS_MAGIC,
+    STARS_SIZE,
     FlipRecord,
     PieceSource,
     RawData,
@@ -1314,18 +1317,19 @@ def _device(
         folder,
     )
     clocks = _clock_table(dev, files, info, clock)
-    stars = joined(files[p] for p in dev.stars)
     rows_only = lean and not _any_unknown_type(ge_tasks)
+    stars: RawData | None = None
     if packed and rows_only and not with_host:
-        # (the task log handed over in a box: the C pass lets go of it once its records are read)
+        # The task log handed over in a box (its pieces where the files can be read so): the C
+        # pass lets go of it once its records are read.
+        box: list[object] = [_task_log(files, dev)]
         release(dev.stars)
-        box = [stars]
-        del stars
         fused = _packed_device(dev, files, box, clock, ge_tasks, hashes, all_export)
-        if fused is None and not box:
-            raise WholeDecodeNeeded(f"{folder}: the packed pass let go of the task log, then declined")
         if fused is None:
-            stars = box.pop()
+            left = box.pop() if box else None
+            if not isinstance(left, bytes | mmap.mmap):  # (read, or pieces: nothing left to read)
+                raise WholeDecodeNeeded(f"{folder}: the packed pass let go of the task log, then declined")
+            stars = left
         else:
             rows, fused_flips = fused
             release(dev.ts_track)
@@ -1334,6 +1338,8 @@ def _device(
             out.pmu = _PmuSource(info, expanded, all_export, fused_flips)
             out.clocks = clocks
             return out
+    if stars is None:
+        stars = joined(files[p] for p in dev.stars)
     if isinstance(ge_tasks, PackedGe):
         ge_tasks = list(ge_tasks)  # (the steps read records; the packed pass declined, rare)
     device_tasks, subtasks = _stars_tasks(stars, clock, folder, expanded)
@@ -1372,10 +1378,20 @@ def _device(
     return out
 
 
+def _task_log(files: Mapping[str, RawData], dev: DevicePlan) -> RawData | Iterator[RawData]:
+    """*dev*'s stars_soc slices: an iterator of pieces where *files* can give every one in
+    pieces (:class:`PieceSource`), else their contents joined."""
+    if isinstance(files, PieceSource):
+        pieces = [files.pieces(p, STARS_SIZE) for p in dev.stars]
+        if all(p is not None for p in pieces):
+            return itertools.chain.from_iterable(cast(list[Iterator[RawData]], pieces))
+    return joined(files[p] for p in dev.stars)
+
+
 def _packed_device(
     dev: DevicePlan,
     files: Mapping[str, RawData],
-    stars: list[RawData],
+    stars: list[object],
     clock: DeviceClock,
     ge_tasks: list[GeTask] | PackedGe,
     hashes: Mapping[str, str],
@@ -1386,8 +1402,9 @@ def _packed_device(
     with the GE tasks in C, with no Python object per task), and its ts_track flips; None where
     the steps have to be taken one by one (no C loops; anything they would decline or leave to
     the pure code), which then give the same rows or the decline. *stars*: the task log in a
-    list that is its only holder, emptied once its records are read (then, on None, there is
-    nothing to take the steps from: the caller decodes the run whole)."""
+    list that is its only holder (its contents, or an iterator of their pieces), emptied once
+    its records are read (then, on None, there is nothing to take the steps from: the caller
+    decodes the run whole)."""
     c = _accelerated()
     if c is None or not isinstance(hashes, dict):
         return None
