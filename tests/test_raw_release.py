@@ -565,8 +565,8 @@ def test_record_files_are_read_a_piece_at_a_time(
         return packed_device(dev, files, box, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(_run, "_packed_device", spy)
-    got = read_run(run.run_dir, packed=True)
-    assert isinstance(got, RawResult) and len(got.tasks) == 40
+    result = read_run(run.run_dir, packed=True)
+    assert isinstance(result, RawResult) and len(result.tasks) == 40
     assert len(handed) == 1 and not isinstance(handed[0], bytes | mmap.mmap)
 
 
