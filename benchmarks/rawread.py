@@ -618,11 +618,11 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
         "(24 bytes each), makes no host task (their ids only checked) and packs the GE tasks (12 "
         "bytes each); each device keeps its rows only, and `iter_tasks()` asks for them packed "
         "(`PackedRows`, 64 bytes a row; a level-1 device is packed straight from its task log by "
-        "`_cdevice.packed_device`, no Python object per task, the task log let go of once its "
-        "records are read), from which `AsyncRun.batches` makes the public records 2,048 at a "
-        "time. The C loops' big scratch arrays are anonymous maps, returned when freed. So the "
-        "peak is a device's decode (its task log, then the pairing's scratch and its packed rows) "
-        "on top of the packed rows of the devices before it."
+        "`_cdevice.packed_device`, no Python object per task, its task log read a 4 MiB piece at "
+        "a time), from which `AsyncRun.batches` makes the public records 2,048 at a time. The C "
+        "loops' big scratch arrays are anonymous maps, returned when freed. So the peak is a "
+        "device's decode (its records, the pairing's scratch, then its packed rows) on top of the "
+        "packed rows of the devices before it."
     )
     if growth >= MEMORY_GOAL:
         section.analysis.append(
@@ -630,10 +630,10 @@ def _memory(section: Section, n: int, root: Path, run_id: str) -> None:
             f"target; `read_run` alone peaks at {fmt_mb(decode['growth_bytes'])}, and the raw files it "
             f"reads are {fmt_mb(sizes['read'] - sizes['ffts'])}. The bound is the whole-run decode (every "
             "task decoded before the first is given, so that a decline is known first): the packed "
-            "rows of every device decoded so far, and the decode of the next (its task log read "
-            "whole, then the pairing's scratch). Staying under 100 MB at this size needs each "
-            "device's rows given as it is decoded and its task log read in pieces, not a smaller "
-            "public slice."
+            "rows of every device decoded so far, and the decode of the next (its records and the "
+            "pairing's scratch). Staying under 100 MB at this size needs each device's rows given "
+            "as that device is decoded (a decline after the first device's rows were given then "
+            "needs an answer), not a smaller public slice."
         )
 
 
