@@ -18,6 +18,10 @@
  * (reason, message, and which comes first) are the pure loops'. The loops visit the records in
  * the pure loops' order, so a callback that raises raises what the pure loops would raise there.
  *
+ * lean_new() and the calls after it (the lean walk, its own section below) make the GE tasks
+ * alone, packed, from the host files fed a piece at a time, where only op_summary's rows are read
+ * at task time level 1: the calls kept as sorted intervals instead of one queue of every record.
+ *
  * Every loop over a run's records passes release points (_release.h), and the big sorts run
  * with the GIL released, so that an event loop in another thread keeps running meanwhile.
  *
