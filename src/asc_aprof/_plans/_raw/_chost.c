@@ -567,6 +567,29 @@ ge_task(Ctx *c, Track *t, PyObject *name, PyObject *ttype, PyObject *block, PyOb
     return emit(c, &c->ge_out, c->lookups[L_GE_TASK], c->ge_alloc, items, 9);
 }
 
+/* What _Tables._kernel makes of a kernel task and its node launch: one of these, or a decline
+ * (the F_* code, negated). has_node: a launch with a name; basic_kind: its node_basic_info
+ * payload's kind, -1 where none is attached. */
+enum { GE_NONE = 0, GE_KERNEL_NAME = 1, GE_NODE_NAME = 2, GE_NODE_BASIC = 3 };
+
+static int
+kernel_rule(int has_node, int node_flags, int kernel_na, int level0, int basic_kind, int others)
+{
+    if (!has_node || (node_flags & N_EMPTY)) { /* _kernel_without_node */
+        return kernel_na ? GE_NONE : level0 ? GE_KERNEL_NAME : -F_OUTSIDE_NODE;
+    }
+    if (node_flags & N_LCCL) {
+        return GE_NONE;
+    }
+    if (level0) {
+        return GE_NODE_NAME;
+    }
+    if (basic_kind < 0) { /* a node with tensor records only takes the level-0 path at level 1 */
+        return others ? -F_NO_BASIC_AT_LEVEL1 : GE_NONE;
+    }
+    return basic_kind == B_FFTS_PLUS ? GE_NONE : basic_kind == B_HCCL ? -F_HCCL_NODE : GE_NODE_BASIC;
+}
+
 /* _Tables.add of one task record and its node launch (node -1: none): its host tasks, then its
  * GE task as _Tables._kernel decides. No node here has context ids (host_tables queues no
  * context_id_info record), so only MIX types take the context path: contexts "invalid, 0". */
@@ -583,40 +606,23 @@ add(Ctx *c, Track *t, int32_t node)
         return 0;
     }
     const Node *n = node >= 0 ? c->nodes + node : NULL;
+    const Basic *b = n != NULL && n->basic >= 0 ? c->basics + n->basic : NULL;
     PyObject *na = c->lookups[L_NA];
-    if (n == NULL || (n->flags & N_EMPTY)) { /* _kernel_without_node */
-        if (t->na) {
-            return 0;
-        }
-        if (!c->level0) {
-            fail(c, F_OUTSIDE_NODE, t->kname);
-            return -1;
-        }
+    int rule = kernel_rule(n != NULL, n ? n->flags : 0, t->na, c->level0, b ? b->kind : -1, n ? n->others : 0);
+    switch (rule) {
+    case GE_NONE:
+        return 0;
+    case GE_KERNEL_NAME:
         return ge_task(c, t, t->kname, na, c->zero, c->zero);
-    }
-    if (n->flags & N_LCCL) {
-        return 0;
-    }
-    if (c->level0) {
+    case GE_NODE_NAME:
         return ge_task(c, t, n->name, na, c->zero, c->zero);
-    }
-    if (n->basic < 0) {
-        if (n->others) { /* a node with tensor records only takes the level-0 path at level 1 */
-            fail(c, F_NO_BASIC_AT_LEVEL1, n->name);
-            return -1;
-        }
-        return 0;
-    }
-    const Basic *b = c->basics + n->basic;
-    if (b->kind == B_FFTS_PLUS) {
-        return 0;
-    }
-    if (b->kind == B_HCCL) {
-        fail(c, F_HCCL_NODE, n->name);
+    case GE_NODE_BASIC:
+        return ge_task(c, t, n->name, PyTuple_GetItem(b->payload, 0), PyTuple_GetItem(b->payload, 1),
+                       PyTuple_GetItem(b->payload, 2));
+    default: /* a decline: of the kernel's name where it has no node, else of its node's */
+        fail(c, -rule, rule == -F_OUTSIDE_NODE ? t->kname : n->name);
         return -1;
     }
-    return ge_task(c, t, n->name, PyTuple_GetItem(b->payload, 0), PyTuple_GetItem(b->payload, 1),
-                   PyTuple_GetItem(b->payload, 2));
 }
 
 /* _chain of one thread's queue (its entry indexes, in the order added): appends to pairs (at
@@ -1379,6 +1385,17 @@ typedef struct {
 enum { LEAN_APIS = 0, LEAN_WALKED = 1, LEAN_DONE = 2 };
 #define LEAN_CAPSULE "asc_aprof._plans._raw.lean_walk"
 
+/* The walk's maps, for what is done to each of them (made, freed). */
+#define LEAN_MAPS 10
+
+static void
+lean_maps(Lean *w, Map *maps[LEAN_MAPS])
+{
+    Map *all[LEAN_MAPS] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
+                           &w->threads, &w->flips, &w->ends, &w->devices, &w->tmpls};
+    memcpy(maps, all, sizeof all);
+}
+
 /* Room for one more item in *v (n items, *cap room): 0, or -1 with MemoryError. */
 static int
 room(void **v, Py_ssize_t n, Py_ssize_t *cap, size_t item)
@@ -1408,9 +1425,9 @@ lean_free(PyObject *capsule)
         PyErr_Clear();
         return;
     }
-    Map *maps[] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
-                   &w->threads, &w->flips, &w->ends, &w->devices, &w->tmpls};
-    for (size_t j = 0; j < sizeof maps / sizeof maps[0]; j++) {
+    Map *maps[LEAN_MAPS];
+    lean_maps(w, maps);
+    for (size_t j = 0; j < LEAN_MAPS; j++) {
         map_free(maps[j]);
     }
     for (Py_ssize_t d = 0; d < w->nouts; d++) {
@@ -1479,9 +1496,9 @@ lean_new(PyObject *self, PyObject *args)
         scratch_free(w);
         return NULL;
     }
-    Map *maps[] = {&w->api_levels, &w->node_names, &w->payloads, &w->types, &w->kernels,
-                   &w->threads, &w->flips, &w->ends, &w->devices, &w->tmpls};
-    for (size_t j = 0; j < sizeof maps / sizeof maps[0]; j++) {
+    Map *maps[LEAN_MAPS];
+    lean_maps(w, maps);
+    for (size_t j = 0; j < LEAN_MAPS; j++) {
         if (map_init(maps[j], 16) < 0) {
             Py_DECREF(capsule);
             return NULL;
@@ -1760,21 +1777,11 @@ static int
 lean_ge(Lean *w, uint64_t device, uint64_t stream, uint64_t task, const Named *kname, int32_t node)
 {
     const LNode *n = node >= 0 ? w->nodes + node : NULL;
-    if (n == NULL || (n->flags & N_EMPTY)) {
-        return kname->flags ? 1 : 0; /* no node: none for an N/A kernel name, else declined */
-    }
-    if (n->flags & N_LCCL) {
-        return 1;
-    }
-    if (n->basic < 0) {
-        return n->others ? 0 : 1;
-    }
-    const Named *b = w->basics + n->basic;
-    if (b->flags == B_FFTS_PLUS) {
-        return 1;
-    }
-    if (b->flags == B_HCCL) {
-        return 0;
+    const Named *b = n != NULL && n->basic >= 0 ? w->basics + n->basic : NULL;
+    int rule = kernel_rule(n != NULL, n ? n->flags : 0, (int)kname->flags, 0, b ? (int)b->flags : -1,
+                           n ? n->others : 0);
+    if (rule != GE_NODE_BASIC) {
+        return rule == GE_NONE ? 1 : 0; /* (level 1: none, or declined) */
     }
     int fresh;
     int64_t *d = map_get(&w->devices, device, 0, &fresh);
