@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import random
 import struct
 import subprocess
 import sys
@@ -187,6 +188,24 @@ def test_pairing_equals_the_pure_pairing(
     columns = columns_of(recs, big)
     c = clock(1.0)
     same(lambda: _paired_tasks(columns, c, "device_0", expanded))
+
+
+@given(st.integers(0, 2**32 - 1), st.booleans())
+@settings(max_examples=10, deadline=None)
+def test_pairing_of_many_groups_equals_the_pure_pairing(seed: int, shuffled: bool) -> None:
+    # Beyond the groups' first table (it starts small and grows): some 6,000 (stream, task)
+    # groups, with stray ends, starts without ends and ties; in file order, or shuffled (the
+    # records then sorted by time first).
+    rng = random.Random(seed)
+    recs: list[tuple[int, int, int, int, int]] = []
+    for k in range(12_000):
+        stream, task = rng.randrange(3), rng.randrange(2_000)
+        recs.append((rng.randrange(2) if rng.random() < 0.1 else k % 2, rng.randrange(4), stream, task, k // 3))
+    if shuffled:
+        rng.shuffle(recs)
+    columns = columns_of(recs)
+    c = clock(1.0)
+    same(lambda: _paired_tasks(columns, c, "device_0", False))
 
 
 @given(st.lists(RECORD, max_size=20), st.integers(2, 63))

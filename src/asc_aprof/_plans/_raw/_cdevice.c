@@ -679,48 +679,110 @@ counter_obj(const Records *r, Py_ssize_t i)
 /* The scratch arrays of pair_records, for n records (n < PAIRED_MAX: int32 indexes, half the
  * memory of Py_ssize_t ones). */
 typedef struct {
-    Keyed *order;
+    Keyed *order; /* the records by time, where they do not come so (else NULL: in file order) */
     int32_t *group_of, *first, *members;
     Keyed *pairs; /* key: start, index: pair # */
     int32_t *pair_end, *pair_start;
-    size_t size;
+    size_t size; /* of table: a power of two, grown to stay at most half full */
     Slot *table;
 } PairWork;
 
+/* An empty table of size slots (a power of two); NULL when out of memory. */
+static Slot *
+slots_new(size_t size)
+{
+    Slot *table = scratch_malloc(sizeof(Slot) * size);
+    if (table != NULL) {
+        for (size_t s = 0; s < size; s++) {
+            table[s].group = -1;
+        }
+    }
+    return table;
+}
+
+/* The slot of key in table (its own, or the empty one it would take). */
+static size_t
+slot_of(const Slot *table, size_t size, uint32_t key)
+{
+    size_t s = (size_t)mix64(key) & (size - 1);
+    while (table[s].group >= 0 && table[s].key != key) {
+        s = (s + 1) & (size - 1);
+    }
+    return s;
+}
+
+/* w's table at twice its size, its keys moved over: 0, or -1 out of memory (w unchanged). */
+static int
+slots_grow(PairWork *w)
+{
+    size_t size = w->size * 2;
+    Slot *table = slots_new(size);
+    if (table == NULL) {
+        return -1;
+    }
+    for (size_t s = 0; s < w->size; s++) {
+        if (w->table[s].group >= 0) {
+            table[slot_of(table, size, w->table[s].key)] = w->table[s];
+        }
+    }
+    scratch_free(w->table);
+    w->table = table;
+    w->size = size;
+    return 0;
+}
+
+/* The next record of kind start (or end) among a group's members[k..hi), or hi. */
+static Py_ssize_t
+next_member(const Records *r, const int32_t *members, Py_ssize_t k, Py_ssize_t hi, int start)
+{
+    while (k < hi && ((r->head[members[k]] & 63) == 0) != start) {
+        k++;
+    }
+    return k;
+}
+
 /* The pairing of pair_records in C arrays only (no Python object, no Python API: it runs with
  * the GIL released): w->pairs in start order, each pair's records in w->pair_start and
- * w->pair_end. Returns the number of pairs. */
+ * w->pair_end. Returns the number of pairs, or -1 out of memory (the caller raises). */
 static Py_ssize_t
 pair_indices(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
-    Keyed *order = w->order, *pairs = w->pairs;
+    Keyed *order = NULL, *pairs = w->pairs;
     int32_t *group_of = w->group_of, *first = w->first, *members = w->members;
     int32_t *pair_end = w->pair_end, *pair_start = w->pair_start;
-    size_t size = w->size;
-    Slot *table = w->table;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        order[i].key = r->times[i];
-        order[i].index = i;
+    int in_order = 1;
+    for (Py_ssize_t i = 1; i < n && in_order; i++) {
+        in_order = !(r->times[i] < r->times[i - 1]);
     }
-    stable_sort(order, n);
+    if (!in_order) {
+        order = w->order = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
+        if (order == NULL) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            order[i].key = r->times[i];
+            order[i].index = i;
+        }
+        stable_sort(order, n);
+    }
     /* groups, numbered in order of their first record in time order (dict insertion order) */
-    for (size_t s = 0; s < size; s++) {
-        table[s].group = -1;
-    }
     int32_t ngroups = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
-        Py_ssize_t i = order[k].index;
+        Py_ssize_t i = order != NULL ? order[k].index : k;
         uint32_t key = r->task[i] << 16 | r->stream[i];
-        size_t s = (size_t)mix64(key) & (size - 1);
-        while (table[s].group >= 0 && table[s].key != key) {
-            s = (s + 1) & (size - 1);
+        size_t s = slot_of(w->table, w->size, key);
+        if (w->table[s].group < 0) {
+            if ((size_t)(ngroups + 1) * 2 > w->size) {
+                if (slots_grow(w) < 0) {
+                    return -1;
+                }
+                s = slot_of(w->table, w->size, key);
+            }
+            w->table[s].key = key;
+            w->table[s].group = ngroups++;
         }
-        if (table[s].group < 0) {
-            table[s].key = key;
-            table[s].group = ngroups++;
-        }
-        group_of[k] = table[s].group;
+        group_of[k] = w->table[s].group;
     }
     /* each group's records in time order: a counting sort of the ranks by group */
     memset(first, 0, sizeof(int32_t) * (size_t)(ngroups + 1));
@@ -733,43 +795,31 @@ pair_indices(const Records *r, PairWork *w)
     int32_t *fill = pair_end; /* scratch: the next free place of each group */
     memcpy(fill, first, sizeof(int32_t) * (size_t)ngroups);
     for (Py_ssize_t k = 0; k < n; k++) {
-        members[fill[group_of[k]]++] = (int32_t)order[k].index;
+        members[fill[group_of[k]]++] = order != NULL ? (int32_t)order[k].index : (int32_t)k;
     }
     /* _pairs per group, in group order: an end before its start dropped, a start followed by
-     * another start before its end dropped */
+     * another start before its end dropped (a cursor on the group's starts, one on its ends) */
     Py_ssize_t npairs = 0;
-    int32_t *starts = group_of, *ends = (int32_t *)order; /* scratch, no longer needed */
     const double *times = r->times;
     for (int32_t g = 0; g < ngroups; g++) {
-        Py_ssize_t ns = 0, ne = 0;
-        for (Py_ssize_t k = first[g]; k < first[g + 1]; k++) {
-            int32_t i = members[k];
-            if ((r->head[i] & 63) == 0) {
-                starts[ns++] = i;
-            }
-            else {
-                ends[ne++] = i;
-            }
-        }
-        Py_ssize_t a = 0, b = 0;
-        while (a < ns && b < ne) {
-            double s_time = times[starts[a]], e_time = times[ends[b]];
+        Py_ssize_t hi = first[g + 1];
+        Py_ssize_t a = next_member(r, members, first[g], hi, 1), b = next_member(r, members, first[g], hi, 0);
+        while (a < hi && b < hi) {
+            double s_time = times[members[a]], e_time = times[members[b]];
             if (e_time < s_time) {
-                b++;
+                b = next_member(r, members, b + 1, hi, 0);
                 continue;
             }
-            if (a + 1 == ns || e_time < times[starts[a + 1]]) {
+            Py_ssize_t next = next_member(r, members, a + 1, hi, 1);
+            if (next == hi || e_time < times[members[next]]) {
                 pairs[npairs].key = s_time;
                 pairs[npairs].index = npairs;
-                pair_start[npairs] = starts[a];
-                pair_end[npairs] = ends[b];
+                pair_start[npairs] = members[a];
+                pair_end[npairs] = members[b];
                 npairs++;
-                a++;
-                b++;
+                b = next_member(r, members, b + 1, hi, 0);
             }
-            else {
-                a++;
-            }
+            a = next;
         }
     }
     stable_sort(pairs, npairs);
@@ -785,13 +835,14 @@ pair_work_free(PairWork *w)
 }
 
 /* r's records paired (pair_indices, the GIL released where big) in w's scratch, made here: the
- * number of pairs, or -1 with an exception. w is to be freed (pair_work_free) either way. */
+ * number of pairs, or -1 with an exception. w is to be freed (pair_work_free) either way. The
+ * records are sorted by time only where they do not come so (a task log is written in time
+ * order: every real run here), and the table of groups starts small (a task id wraps at 65536). */
 static Py_ssize_t
 paired(const Records *r, PairWork *w)
 {
     Py_ssize_t n = r->n;
     memset(w, 0, sizeof *w);
-    w->order = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
     if (n >= PAIRED_MAX) {
         PyErr_SetString(PyExc_OverflowError, "too many task-log records for one device");
         return -1;
@@ -802,15 +853,18 @@ paired(const Records *r, PairWork *w)
     w->pairs = scratch_malloc(sizeof(Keyed) * (size_t)(n + 1));
     w->pair_end = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
     w->pair_start = scratch_malloc(sizeof(int32_t) * (size_t)(n + 1));
-    w->size = table_size(n);
-    w->table = scratch_malloc(sizeof(Slot) * w->size);
-    if (!w->order || !w->group_of || !w->first || !w->members || !w->pairs || !w->pair_end || !w->pair_start
-        || !w->table) {
+    w->size = table_size(n < 4096 ? n : 4096);
+    w->table = slots_new(w->size);
+    if (!w->group_of || !w->first || !w->members || !w->pairs || !w->pair_end
+        || !w->pair_start || !w->table) {
         PyErr_NoMemory();
         return -1;
     }
     Py_ssize_t npairs;
     RELEASED_IF(n > RELEASE_SECTION, npairs = pair_indices(r, w));
+    if (npairs < 0) {
+        PyErr_NoMemory();
+    }
     return npairs;
 }
 
