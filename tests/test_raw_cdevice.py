@@ -200,7 +200,8 @@ def test_pairing_of_many_groups_equals_the_pure_pairing(seed: int, shuffled: boo
     recs: list[tuple[int, int, int, int, int]] = []
     for k in range(12_000):
         stream, task = rng.randrange(3), rng.randrange(2_000)
-        recs.append((rng.randrange(2) if rng.random() < 0.1 else k % 2, rng.randrange(4), stream, task, k // 3))
+        function = rng.randrange(2) if rng.random() < 0.1 else k % 2
+        recs.append((function, rng.randrange(4), stream, task, k // 3))
     if shuffled:
         rng.shuffle(recs)
     columns = columns_of(recs)
