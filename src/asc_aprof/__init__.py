@@ -100,6 +100,7 @@ if _typing.TYPE_CHECKING:  # what type checkers and IDEs see; at run time each n
     from ._runs._run import AsyncRun as AsyncRun
     from ._runs._run import Run as Run
     from ._runs._run import RunUnreadable as RunUnreadable
+    from ._runs._run import SourcesDisagree as SourcesDisagree
     from ._runs._run import aopen_run as aopen_run
     from ._runs._run import aread_columns as aread_columns
     from ._runs._run import open_run as open_run
@@ -155,6 +156,7 @@ _WHERE: dict[str, str] = {
     "AsyncRun": "._runs._run",
     "Run": "._runs._run",
     "RunUnreadable": "._runs._run",
+    "SourcesDisagree": "._runs._run",
     "aopen_run": "._runs._run",
     "aread_columns": "._runs._run",
     "open_run": "._runs._run",
@@ -229,6 +231,7 @@ __all__ = (
     "RunInfo",
     "RunSource",
     "RunUnreadable",
+    "SourcesDisagree",
     "SweepItem",
     "SweepItems",
     "ThrottledError",

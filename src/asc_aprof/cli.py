@@ -43,7 +43,7 @@ from ._plans._raw import RawReadDeclined, Reader
 from ._plans._stats import DURATION, KernelChange, KernelStats, compare_runs, kernel_stats, run_kernel_stats
 from ._plans._verdict import VERDICT_RULE, Verdict, VerdictKind
 from ._runs._info import RunInfo, collection_line
-from ._runs._run import RunUnreadable
+from ._runs._run import RunUnreadable, SourcesDisagree
 from ._version import __version__
 from .sim._build import SimulatorBuildError
 
@@ -1269,7 +1269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         lines = str(exc).strip().splitlines() or [type(exc).__name__]
         first = lines[0]
-        if isinstance(exc, RunUnreadable | RawReadDeclined):
+        if isinstance(exc, RunUnreadable | RawReadDeclined | SourcesDisagree):
             first = exc.message(flags=True)  # the fix in the words of the command line
         if isinstance(exc, ToolkitNotFoundError):
             first = (

@@ -30,7 +30,7 @@ from .._model._records import ProfilingTask
 from .._plans._raw._chunked import clear_items, to_tuple
 from .._plans._raw._types import PackedRows
 from ._csv import DeviceSplit, aiter_file_batches, aiter_file_tasks, gather, iter_file_batches
-from ._raw_files import decoding, read_run, read_run_async, reading
+from ._raw_files import decoding, read_by_device, read_run, read_run_async, reading
 from ._steps import Export, Offload, Parse, ReadRaw, Release, Step, Wait
 
 T = TypeVar("T")
@@ -43,6 +43,8 @@ def perform(step: Step) -> Any:
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
+        if step.by_device and not step.counters:
+            return read_by_device(step.run_dir, checked=step.checked)
         if step.checked:
             check_tree(step.run_dir)
         return read_run(step.run_dir, counters=step.counters, packed=step.packed)
@@ -91,6 +93,12 @@ async def perform_async(step: Step, limiter: anyio.CapacityLimiter | None = None
             raise timeout_error(step.what, step.timeout)
         return None
     if isinstance(step, ReadRaw):
+        if step.by_device and not step.counters:
+            # Cancelled: returns at once; the thread's reads end unseen (their folder closed
+            # when they are collected).
+            return await anyio.to_thread.run_sync(
+                functools.partial(read_by_device, step.run_dir, checked=step.checked), abandon_on_cancel=True
+            )
         return await read_run_async(
             step.run_dir, counters=step.counters, checked=step.checked, packed=step.packed
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import gc
 import io
@@ -10,7 +11,7 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Generator, Iterator, MutableMapping
 from pathlib import Path
 from typing import Any, Final, TypeVar, cast
 
@@ -18,7 +19,7 @@ import anyio.to_thread
 
 from .._cann._files import Bound, RunFileError, RunFileMissing, RunFolder, check_tree
 from .._plans._raw._decode import MAPPED_MIN, RawData, mapped
-from .._plans._raw._run import ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
+from .._plans._raw._run import ExportRows, RunPlan, decode_devices, decode_run, dirs_to_list, export_rows
 from .._plans._raw._types import (
     Declined,
     DeclinedError,
@@ -425,6 +426,134 @@ def _read_run(
                 lean=lean,
                 packed=packed,
             )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RawPart:
+    """Tasks of a run read a device at a time (:class:`DeviceReads`): ``result.tasks[first:]``."""
+
+    result: RawResult
+    first: int = 0
+
+
+class DeviceReads:
+    """:func:`read_run` of a run's op_summary tasks (no counters), a device at a time.
+
+    Each :meth:`next_part` (blocking: a worker thread's, for an event loop) decodes the next
+    device with tasks, once the one before was given, so a reader that lets go of each part
+    holds one device's tasks, not the run's. The run's folder stays open between parts (no other
+    file is opened anew, nothing is read twice) until the last part, an error, or :meth:`close`.
+
+    A later device can still decline. Where only the packed pass cannot take it, the run is
+    decoded whole (as read_run does) and the part continues after the tasks already given: the
+    two give the same tasks in the same order (the raw reader's tests). Where the run is
+    declined, :meth:`next_part` says why: what that means for the tasks given (another source
+    takes over, or the read fails) is the caller's policy.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+        self.path = Path(run_dir)
+        self.given = 0  # guarded by _lock: tasks given so far
+        self._lock = threading.Lock()  # held while a part is made
+        self._parts: Generator[RawResult, None, None] | None = self._decoded()  # guarded by _lock
+        self._closing = False  # set by close() from any thread; read under _lock
+
+    def _decoded(self) -> Generator[RawResult, None, None]:
+        with RunFolder(self.path) as folder:
+            plan, files = _run_files(folder, False)  # (before the pause, as in _read_run)
+            parts = decode_devices(plan, files, consume=True)
+            try:
+                while True:
+                    with _decoding():
+                        part = next(parts, None)
+                    if part is None:
+                        return
+                    yield part
+                    del part  # (the reader's alone while the next device is made)
+            finally:
+                parts.close()
+
+    def next_part(self) -> RawPart | Declined | None:
+        """The next device's tasks; None after the last; or why the run is declined (the parts
+        end then).
+
+        :raises RunFileError: a file refused (a link, a FIFO, too large): no reader may read it
+        """
+        with self._lock:
+            try:
+                return self._next()
+            except BaseException:
+                self._close_now()
+                raise
+            finally:
+                if self._closing:
+                    self._close_now()
+
+    def _next(self) -> RawPart | Declined | None:
+        if self._parts is None:
+            return None
+        try:
+            try:
+                part = next(self._parts, None)
+            except WholeDecodeNeeded:  # (rare: see read_run)
+                self._close_now()
+                whole = _read_run(self.path, False, False, lean=False)
+                first = self.given
+                if len(whole.tasks) < first:  # (a bug: the two decodes disagree)
+                    return Declined(
+                        DeclineReason.INTERNAL,
+                        f"the whole decode gave {len(whole.tasks)} tasks, {first} given a device at a time",
+                    )
+                self.given = len(whole.tasks)
+                return RawPart(whole, first) if self.given > first else None
+        except DeclinedError as exc:
+            self._close_now()
+            return exc.declined
+        except RunFileError:
+            raise
+        except Exception as exc:  # as read_run: a bug here must not cost the run
+            logger.warning("raw reader failed on %s", self.path, exc_info=True)
+            self._close_now()
+            return Declined(DeclineReason.INTERNAL, f"{type(exc).__name__}: {exc}")
+        if part is None:
+            self._close_now()
+            return None
+        self.given += len(part.tasks)
+        return RawPart(part)
+
+    def _close_now(self) -> None:
+        parts, self._parts = self._parts, None
+        if parts is not None:
+            parts.close()
+
+    def close(self) -> None:
+        """Ends the parts (the folder closed). Safe from any thread, a part being made or not:
+        then it ends once that part is made."""
+        self._closing = True
+        if self._lock.acquire(blocking=False):
+            try:
+                self._close_now()
+            finally:
+                self._lock.release()
+
+
+def read_by_device(
+    run_dir: str | os.PathLike[str], *, checked: bool
+) -> tuple[RawResult, DeviceReads] | Declined:
+    """The first device's tasks of run *run_dir* and the :class:`DeviceReads` that gives the
+    rest (blocking), or why the run is declined; with *checked*, :func:`check_tree` first.
+
+    :raises RunFileError: a file refused (a link, a FIFO, too large)
+    """
+    if checked:
+        check_tree(Path(run_dir))
+    reads = DeviceReads(run_dir)
+    part = reads.next_part()
+    if part is None:  # (cannot be: a run without tasks is declined)
+        return Declined(DeclineReason.NO_TASKS, "no task")
+    if isinstance(part, Declined):
+        return part
+    return part.result, reads
 
 
 def read_export_rows(run_dir: str | os.PathLike[str], *, pmu: bool = False) -> ExportRows | Declined:

@@ -67,7 +67,7 @@ from ._csv import (
 )
 from ._drive import drive, drive_async, perform_async, release
 from ._info import RunInfo, RunSource, Skipped, read_info
-from ._raw_files import reading
+from ._raw_files import DeviceReads, RawPart, reading
 from ._steps import Export, Offload, ReadRaw, Steps
 from ._timeline import Timeline, csv_timeline, raw_timeline
 
@@ -133,6 +133,97 @@ class RunUnreadable(UsageError):
         return how
 
 
+class SourcesDisagree(UsageError):
+    """The raw data was declined after some of its tasks were given, and the source that took
+    over does not give those same tasks first (the two do not agree: nothing is mixed).
+
+    :ivar path: the run
+    """
+
+    def __init__(self, path: Path, given: int, declined: Declined, what: str) -> None:
+        self.path = path
+        self._text = (
+            f"run {path.name}: its raw data gave {given} tasks, then was declined ({declined}); {what}"
+        )
+        super().__init__(self.message(flags=False))
+
+    def message(self, *, flags: bool) -> str:
+        """The one-line message; *flags*: the fix in command-line words (``--reader``)."""
+        how = "--reader msprof" if flags else "reader='msprof'"
+        return f"{self._text}. Fix: read it with {how} (its exported CSVs, else an export with msprof.py)"
+
+
+class _Given:
+    """The tasks a read gave from the raw data, a device at a time: when the raw data is
+    declined later (see :class:`~asc_aprof._runs._raw_files.DeviceReads`), the source that takes
+    over gives the tasks after them, once the last one given is found at its place there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.count_given = 0
+        self.last: ProfilingTask | None = None
+        self._skip = 0
+
+    def count(self, batches: Iterable[TaskBatch]) -> Iterator[TaskBatch]:
+        """*batches*, counted as they go by."""
+        for batch in batches:
+            if batch.tasks:
+                self.count_given += len(batch.tasks)
+                self.last = batch.tasks[-1]
+            yield batch
+
+    def after(self, batches: Iterable[TaskBatch], declined: Declined) -> Iterator[TaskBatch]:
+        """The batches of the source that took over, from the first task not given yet.
+
+        :raises SourcesDisagree: that source's tasks up to there are not the ones given
+        """
+        self._skip = self.count_given
+        for batch in batches:
+            if (cut := self._cut(batch, declined)) is not None:
+                yield cut
+        self._end(declined)
+
+    async def aafter(
+        self, batches: AsyncGenerator[TaskBatch, None], declined: Declined
+    ) -> AsyncGenerator[TaskBatch, None]:
+        """As :meth:`after`, of batches that are awaited."""
+        self._skip = self.count_given
+        async with contextlib.aclosing(batches):
+            async for batch in batches:
+                if (cut := self._cut(batch, declined)) is not None:
+                    yield cut
+        self._end(declined)
+
+    def _cut(self, batch: TaskBatch, declined: Declined) -> TaskBatch | None:
+        skip, tasks = self._skip, batch.tasks
+        if skip == 0:
+            return batch
+        if skip > len(tasks):
+            self._skip -= len(tasks)
+            return None
+        if tasks[skip - 1] != self.last:
+            raise SourcesDisagree(
+                self.path,
+                self.count_given,
+                declined,
+                f"the next source's task {self.count_given} is {tasks[skip - 1]!r}, not {self.last!r}",
+            )
+        self._skip = 0
+        if skip == len(tasks):
+            return None
+        part = batch.counters.select(range(skip, len(tasks))) if batch.counters is not None else None
+        return TaskBatch(tasks[skip:], part)
+
+    def _end(self, declined: Declined) -> None:
+        if self._skip:
+            raise SourcesDisagree(
+                self.path,
+                self.count_given,
+                declined,
+                f"the next source has {self.count_given - self._skip} tasks in all",
+            )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Obtained:
     """What :func:`obtain` found: raw tasks, or CSV files (read or just exported), and the reasons."""
@@ -141,6 +232,8 @@ class Obtained:
     raw: RawResult | None
     files: tuple[CsvFile, ...]
     skipped: tuple[Skipped, ...]
+    #: read a device at a time: *raw* is the first device's tasks, these give the rest
+    rest: DeviceReads | None = None
 
 
 def obtain(
@@ -152,12 +245,16 @@ def obtain(
     export_timeout: float | None,
     on_export: Callable[[bool, float], None] | None = None,
     packed: bool = False,
+    by_device: bool = False,
+    raw_declined: Declined | None = None,
 ) -> Steps[Obtained]:
     """The reading policy as a plan (see the module doc): the first source that gives the tasks.
 
     *toolkit* is called only when an export is needed (None: no export is possible here);
     *on_export(finished, seconds)* is told when an export starts and ends; *packed*: raw tasks
-    may come packed (for a caller that takes them a slice at a time, see ``ReadRaw``).
+    may come packed (for a caller that takes them a slice at a time, see ``ReadRaw``);
+    *by_device*: a device at a time (``Obtained.rest``; without *counters*); *raw_declined*: the
+    raw data was read and declined late (some of its tasks given already): the next source.
 
     :raises RawReadDeclined: *reader* is ``raw`` and the raw reader declined the run
     :raises RunUnreadable: no source gives the tasks (every reason named)
@@ -166,10 +263,16 @@ def obtain(
     # The one rule, before any source: no link and no special file anywhere below the run (a
     # source that does not read it now, a later export would write through it).
     skipped: list[Skipped] = []
-    if reader is Reader.MSPROF:
+    if reader is Reader.MSPROF or raw_declined is not None:
         yield Offload(functools.partial(check_tree, run_dir))
+        if raw_declined is not None:
+            skipped.append(Skipped(RunSource.RAW, str(raw_declined)))
     else:
-        outcome: RawResult | Declined = yield ReadRaw(run_dir, counters, checked=True, packed=packed)
+        outcome: RawResult | tuple[RawResult, DeviceReads] | Declined = yield ReadRaw(
+            run_dir, counters, checked=True, packed=packed, by_device=by_device
+        )
+        if isinstance(outcome, tuple):
+            return Obtained(RunSource.RAW, outcome[0], (), (), outcome[1])
         if isinstance(outcome, RawResult):
             return Obtained(RunSource.RAW, outcome, (), ())
         if reader is Reader.RAW:
@@ -280,7 +383,14 @@ class _RunBase:
             return None
         return discover_toolkit if self._toolkit is None else self._toolkit
 
-    def _plan(self, counters: bool, *, packed: bool = False) -> Steps[Obtained]:
+    def _plan(
+        self,
+        counters: bool,
+        *,
+        packed: bool = False,
+        by_device: bool = False,
+        raw_declined: Declined | None = None,
+    ) -> Steps[Obtained]:
         return obtain(
             self.path,
             counters=counters,
@@ -289,7 +399,15 @@ class _RunBase:
             export_timeout=self.export_timeout,
             on_export=self._on_export,
             packed=packed,
+            by_device=by_device,
+            raw_declined=raw_declined,
         )
+
+    def _after_raw(self, declined: Declined) -> None:
+        """The raw data declined after some of its tasks were given: with ``reader='raw'`` the
+        read fails; else the next source gives the rest (:class:`_Given`)."""
+        if self.reader is Reader.RAW:
+            raise RawReadDeclined(self.path, declined)
 
     def _learnt(self, found: Obtained) -> Obtained:
         self._info = dataclasses.replace(self._info, source=found.source, skipped=found.skipped)
@@ -323,13 +441,37 @@ class Run(_RunBase):
             gathered.add(batch)
         return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
+    def obtain_parts(self, *, counters: bool = False) -> Obtained:
+        """As :meth:`obtain`, the raw tasks a device at a time (``Obtained.rest``) where no
+        counters are asked for."""
+        wait_for_export(self.path)
+        return self._learnt(drive(self._plan(counters, packed=True, by_device=not counters)))
+
     def batches(self, *, counters: bool = False) -> Iterator[TaskBatch]:
-        """The run's tasks in batches as they are read (with their counters when asked)."""
-        found = self.obtain(counters=counters, packed=True)  # (public records made per batch)
-        if found.raw is not None:
-            yield from _raw_batches(found.raw, ASYNC_TASK_SLICE * 16)
+        """The run's tasks in batches as they are read (with their counters when asked); raw
+        data a device at a time (a device's tasks are let go of before the next is read)."""
+        found = self.obtain_parts(counters=counters)  # (public records made per batch)
+        if found.raw is None:
+            yield from iter_file_batches(found.files, counters=counters)
             return
-        yield from iter_file_batches(found.files, counters=counters)
+        rest, given, size = found.rest, _Given(self.path), ASYNC_TASK_SLICE * 16
+        try:
+            yield from given.count(_raw_batches(found.raw, size))
+            del found
+            while rest is not None:
+                part = rest.next_part()
+                if part is None:
+                    return
+                if isinstance(part, Declined):
+                    self._after_raw(part)
+                    later = self._learnt(drive(self._plan(counters, raw_declined=part)))
+                    yield from given.after(iter_file_batches(later.files, counters=counters), part)
+                    return
+                yield from given.count(_raw_batches(part.result, size, part.first))
+                del part
+        finally:
+            if rest is not None:
+                rest.close()
 
     def tasks(self) -> Iterator[ProfilingTask]:
         """The run's tasks one by one, as they are read (CSVs streamed in 1 MiB chunks)."""
@@ -396,25 +538,54 @@ class AsyncRun(_RunBase):
                 gathered.add(batch)
         return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
+    async def obtain_parts(self, *, counters: bool = False) -> Obtained:
+        """As :meth:`Run.obtain_parts`, awaited."""
+        await wait_for_export_async(self.path)
+        return self._learnt(await drive_async(self._plan(counters, packed=True, by_device=not counters)))
+
     async def batches(self, *, counters: bool = False) -> AsyncGenerator[TaskBatch, None]:
-        """As :meth:`Run.batches`: raw tasks in slices between checkpoints, CSVs in 32 KiB slices."""
+        """As :meth:`Run.batches`: raw tasks in slices between checkpoints (each next device read
+        in a worker thread), CSVs in 32 KiB slices.
+
+        Cancelled (or closed early): the device being read in a worker thread finishes unseen,
+        and the run's folder is closed then."""
         with reading():  # full collector passes held back until the last batch (see drive_async)
-            found = await self.obtain(counters=counters, packed=True)  # (public records made per batch)
-            if found.raw is not None:
-                box: list[object] = [found.raw]  # its only holder once the batches are made
-                slices = _raw_batches(found.raw, ASYNC_TASK_SLICE)
-                del found
-                try:
-                    for batch in slices:
+            found = await self.obtain_parts(counters=counters)  # (public records made per batch)
+            if found.raw is None:
+                async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
+                    async for batch in batches:
                         yield batch
-                        await anyio.lowlevel.checkpoint()
-                finally:
-                    del slices
-                await release(box)  # a whole run freed at once would hold the loop
                 return
-            async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
-                async for batch in batches:
-                    yield batch
+            rest, given = found.rest, _Given(self.path)
+            part: RawPart | Declined | None = RawPart(found.raw)
+            del found
+            try:
+                while isinstance(part, RawPart):
+                    box: list[object] = [part.result]  # its only holder once the batches are made
+                    slices = given.count(_raw_batches(part.result, ASYNC_TASK_SLICE, part.first))
+                    del part
+                    try:
+                        for batch in slices:
+                            yield batch
+                            await anyio.lowlevel.checkpoint()
+                    finally:
+                        del slices
+                    await release(box)  # a device's tasks freed at once would hold the loop
+                    part = (
+                        None
+                        if rest is None
+                        else await anyio.to_thread.run_sync(rest.next_part, abandon_on_cancel=True)
+                    )
+                if isinstance(part, Declined):
+                    self._after_raw(part)
+                    later = self._learnt(await drive_async(self._plan(counters, raw_declined=part)))
+                    files = aiter_file_batches(later.files, counters=counters)
+                    async with contextlib.aclosing(given.aafter(files, part)) as batches:
+                        async for batch in batches:
+                            yield batch
+            finally:
+                if rest is not None:
+                    rest.close()
 
     async def tasks(self) -> AsyncGenerator[ProfilingTask, None]:
         """As :meth:`Run.tasks`: pull-based, the consumer's pace sets the reading pace."""
@@ -450,11 +621,12 @@ async def _offload(fn: Callable[[], T]) -> T:
     return done
 
 
-def _raw_batches(raw: RawResult, size: int) -> Iterator[TaskBatch]:
-    """The raw tasks as public records, *size* at a time (each slice one bounded C call)."""
+def _raw_batches(raw: RawResult, size: int, first: int = 0) -> Iterator[TaskBatch]:
+    """The raw tasks from *first* on as public records, *size* at a time (each slice one bounded
+    C call)."""
     total = len(raw.tasks)
     counters = raw.counters
-    for start in range(0, total, size):
+    for start in range(first, total, size):
         stop = min(start + size, total)
         part = counters.select(range(start, stop)) if counters is not None else None
         yield TaskBatch(raw.profiling_tasks(start, stop), part)  # one bounded C call

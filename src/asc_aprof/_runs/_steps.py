@@ -59,12 +59,15 @@ class ReadRaw:
     RawResult or a Declined. With *checked*, the run's tree is checked first, in the same worker
     thread (:func:`~asc_aprof._cann._files.check_tree`: a link or special file raises), which saves
     the loop a thread round trip per read. With *packed*, the tasks may come packed
-    (:class:`~asc_aprof._plans._raw.PackedRows`), for a plan that takes them a slice at a time."""
+    (:class:`~asc_aprof._plans._raw.PackedRows`), for a plan that takes them a slice at a time.
+    With *by_device* (and no *counters*), the outcome is the first device's tasks and the
+    :class:`~asc_aprof._runs._raw_files.DeviceReads` that gives the rest, or a Declined."""
 
     run_dir: Path
     counters: bool = False
     checked: bool = False
     packed: bool = False
+    by_device: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

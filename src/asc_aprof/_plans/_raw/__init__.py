@@ -24,7 +24,7 @@ order), all sans-IO; :mod:`asc_aprof._runs._raw_files` lists and reads the files
 """
 
 from ._pmu import PmuLayout, PmuRecord, pmu_cells, pmu_records
-from ._run import DeviceRows, ExportRows, RunPlan, decode_run, dirs_to_list, export_rows
+from ._run import DeviceRows, ExportRows, RunPlan, decode_devices, decode_run, dirs_to_list, export_rows
 from ._types import Declined, DeclinedError, DeclineReason, RawReadDeclined, RawResult, RawTask, Reader
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "RawTask",
     "Reader",
     "RunPlan",
+    "decode_devices",
     "decode_run",
     "dirs_to_list",
     "export_rows",

@@ -2112,6 +2112,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     PairWork w;
     memset(&w, 0, sizeof w);
     uint32_t *keys = NULL;
+    int32_t *s_of = NULL, *e_of = NULL; /* each pair's start and end record, in start order */
     double *limit_of = NULL;
     GeIndex index = {{NULL, 0, NULL}, NULL, NULL};
     GeMap map = {NULL, NULL, 0};
@@ -2132,6 +2133,21 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
      * what is read from here) */
     FREE_RELEASED(w.order, w.group_of, w.first, w.members, w.table, r.head);
     w.order = NULL, w.group_of = NULL, w.first = NULL, w.members = NULL, w.table = NULL, r.head = NULL;
+    /* the pairs' records in start order, 8 bytes a pair where the pairing kept 24 */
+    s_of = scratch_malloc(sizeof(int32_t) * (size_t)(npairs + 1));
+    e_of = scratch_malloc(sizeof(int32_t) * (size_t)(npairs + 1));
+    if (s_of == NULL || e_of == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < npairs; k++) {
+        RELEASE_POINT(k, RELEASE_PLAIN);
+        Py_ssize_t pair = w.pairs[k].index;
+        s_of[k] = w.pair_start[pair];
+        e_of[k] = w.pair_end[pair];
+    }
+    FREE_RELEASED(w.pairs, w.pair_start, w.pair_end);
+    w.pairs = NULL, w.pair_start = NULL, w.pair_end = NULL;
     /* _top_down: no two device tasks of one (stream, task) (context invalid, batch 0) */
     keys = scratch_malloc(sizeof(uint32_t) * (size_t)(npairs + 1));
     limit_of = scratch_malloc(sizeof(double) * 2048);
@@ -2141,7 +2157,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     }
     for (Py_ssize_t k = 0; k < npairs; k++) {
         RELEASE_POINT(k, RELEASE_PLAIN);
-        Py_ssize_t s = w.pair_start[w.pairs[k].index];
+        Py_ssize_t s = s_of[k];
         keys[k] = r.stream[s] << 16 | r.task[s];
     }
     int twice = 0;
@@ -2151,6 +2167,8 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
         twice = keys[k] == keys[k - 1];
     }
     Py_END_ALLOW_THREADS
+    FREE_RELEASED(keys);
+    keys = NULL;
     if (twice) {
         result = new_ref(Py_None);
         goto done;
@@ -2195,7 +2213,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
     double last = 0.0;
     for (Py_ssize_t k = 0; k < npairs; k++) {
         RELEASE_POINT(k, RELEASE_OBJECTS);
-        Py_ssize_t pair = w.pairs[k].index, s = w.pair_start[pair], e = w.pair_end[pair];
+        Py_ssize_t s = s_of[k], e = e_of[k];
         double start = r.times[s];
         if (start >= limit_of[r.stream[s]]) {
             result = new_ref(Py_None); /* declined by _device */
@@ -2285,7 +2303,7 @@ packed_device(PyObject *Py_UNUSED(module), PyObject *args)
 done:
     records_free(&r);
     pair_work_free(&w);
-    FREE_RELEASED(keys, limit_of);
+    FREE_RELEASED(keys, limit_of, s_of, e_of);
     FREE_RELEASED(index.keys.slots, index.keys.keys, index.next, index.last, map.slots);
     Py_XDECREF(packed.strings);
     Py_XDECREF(packed.index);

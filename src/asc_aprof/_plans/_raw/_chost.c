@@ -1349,10 +1349,10 @@ typedef struct {
 } LApi;
 
 typedef struct {
-    PyObject *name; /* borrowed (the keep list) */
     uint64_t basic_ts;
     int32_t basic, api; /* basic: index into basics, -1: none; api: its call's sorted index */
-    int8_t flags, others;
+    int32_t name;       /* index into names (its object and flags): 24 bytes a node, not 32 */
+    int8_t others;
 } LNode;
 
 typedef struct {
@@ -1580,7 +1580,7 @@ lean_apis(Lean *w, const Source *src)
             if (nm == NULL || ROOM(w, nodes, nnodes, capnodes) < 0) {
                 return -1;
             }
-            w->nodes[w->nnodes] = (LNode){nm->obj, 0, -1, -1, (int8_t)nm->flags, 0};
+            w->nodes[w->nnodes] = (LNode){0, -1, -1, (int32_t)(nm - w->names), 0};
             node = (int32_t)w->nnodes++;
         }
         int64_t thread = thread_index(&w->threads, f[2]);
@@ -1777,8 +1777,9 @@ static int
 lean_ge(Lean *w, uint64_t device, uint64_t stream, uint64_t task, const Named *kname, int32_t node)
 {
     const LNode *n = node >= 0 ? w->nodes + node : NULL;
+    const Named *nm = n != NULL ? w->names + n->name : NULL;
     const Named *b = n != NULL && n->basic >= 0 ? w->basics + n->basic : NULL;
-    int rule = kernel_rule(n != NULL, n ? n->flags : 0, (int)kname->flags, 0, b ? (int)b->flags : -1,
+    int rule = kernel_rule(n != NULL, nm ? (int8_t)nm->flags : 0, (int)kname->flags, 0, b ? (int)b->flags : -1,
                            n ? n->others : 0);
     if (rule != GE_NODE_BASIC) {
         return rule == GE_NONE ? 1 : 0; /* (level 1: none, or declined) */
@@ -1796,14 +1797,14 @@ lean_ge(Lean *w, uint64_t device, uint64_t stream, uint64_t task, const Named *k
         w->outs[w->nouts].device = device;
         *d = w->nouts++;
     }
-    int64_t *tmpl = map_get(&w->tmpls, (uint64_t)(uintptr_t)n->name, (uint64_t)(uintptr_t)b->obj, &fresh);
+    int64_t *tmpl = map_get(&w->tmpls, (uint64_t)(uintptr_t)nm->obj, (uint64_t)(uintptr_t)b->obj, &fresh);
     if (tmpl == NULL) {
         return -1;
     }
     if (fresh) {
         PyObject *items[9] = {PyLong_FromUnsignedLongLong(device), PyLong_FromUnsignedLongLong(stream),
                               PyLong_FromUnsignedLongLong(task), w->c.lookups[L_INVALID], PyLong_FromLong(0),
-                              n->name, PyTuple_GetItem(b->obj, 0), PyTuple_GetItem(b->obj, 1),
+                              nm->obj, PyTuple_GetItem(b->obj, 0), PyTuple_GetItem(b->obj, 1),
                               PyTuple_GetItem(b->obj, 2)};
         PyObject *rec = NULL;
         if (items[0] && items[1] && items[2] && items[4]) {
@@ -1957,6 +1958,13 @@ lean_feed(PyObject *self, PyObject *args)
         Py_RETURN_FALSE;
     }
     Source src = {NULL, buf, len / size, size};
+    if (kind == 1 && w->last == NULL) {
+        Py_RETURN_FALSE; /* (basics after task_track records: not the walk's order) */
+    }
+    if (kind == 2 && w->last != NULL) { /* (only basics and tensors read it: placed by now) */
+        FREE_RELEASED(w->last);
+        w->last = NULL;
+    }
     int rc = kind == 0 ? lean_apis(w, &src) : kind == 1 ? lean_basics(w, &src) : lean_tracks(w, &src);
     if (rc < 0) {
         return NULL;

@@ -30,7 +30,7 @@ import math
 import mmap
 import operator
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar, cast
 
 from ..._model._chips import rated_aic_mhz
@@ -1510,6 +1510,58 @@ def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int,
     return ge
 
 
+class _HostSide:
+    """What the host side of a run gives every device: the chip's rule, the names, and each
+    device's host and GE tasks (taken by :meth:`device`, which makes that device's rows)."""
+
+    def __init__(
+        self,
+        level0: bool,
+        all_export: bool,
+        hashes: dict[str, str],
+        own: list[tuple[list[HostTask], list[GeTask] | PackedGe]],
+        with_host: bool,
+        expanded: bool,
+        check_info: Callable[[Mapping[str, object], str], None],
+    ) -> None:
+        self.level0 = level0
+        self.all_export = all_export
+        self.hashes = hashes
+        self.own = own  # by device, in plan order; an entry is emptied when its device is made
+        self.with_host = with_host
+        self.expanded = expanded
+        self.check_info = check_info
+
+    def device(
+        self,
+        index: int,
+        dev: DevicePlan,
+        files: Mapping[str, RawData],
+        release: _Release,
+        *,
+        lean: bool,
+        packed: bool,
+    ) -> _Device:
+        """Device *index*'s rows (its host and GE tasks go with it: this holds them no longer)."""
+        host_tasks, ge_tasks = self.own[index]
+        self.own[index] = ([], [])
+        return _device(
+            dev,
+            files,
+            host_tasks,
+            ge_tasks,
+            self.hashes,
+            expanded=self.expanded,
+            all_export=self.all_export,
+            level0=self.level0,
+            check_info=self.check_info,
+            release=release,
+            lean=lean,
+            with_host=self.with_host,
+            packed=packed,
+        )
+
+
 def _outputs(
     plan: RunPlan,
     files: Mapping[str, RawData],
@@ -1521,6 +1573,15 @@ def _outputs(
     """Every device's exported rows (folder-name order), and whether the run is task time level 0.
     *release*: told of each file no later step reads (the host files, a device's task logs);
     *lean*: only op_summary's rows will be read (not task_time's, nor the counters)."""
+    side = _host_side(plan, files, release, lean=lean)
+    outputs = [
+        side.device(i, dev, files, release, lean=lean, packed=packed) for i, dev in enumerate(plan.devices)
+    ]
+    return outputs, side.level0
+
+
+def _host_side(plan: RunPlan, files: Mapping[str, RawData], release: _Release, *, lean: bool) -> _HostSide:
+    """The run's host side (:class:`_HostSide`): its metadata checked, its host files read."""
     if plan.host_info is not None and plan.host_sample is not None:
         host_info = json_object(files[plan.host_info], "host/info.json")
         host_sample: dict[str, object] | None = json_object(files[plan.host_sample], "host/sample.json")
@@ -1602,27 +1663,8 @@ def _outputs(
         )
     expanded = _stream_expansion(files, plan.host_data.get("expand_stream_spec", ()))
     release(plan.host_data.get("expand_stream_spec", ()))
-    # Each device's tasks in its own lists, the run's emptied: a device's go with its lists then.
-    outputs = [
-        _device(
-            dev,
-            files,
-            host_tasks,
-            ge_tasks,
-            hashes,
-            expanded=expanded,
-            all_export=all_export,
-            level0=level0,
-            check_info=check_info,
-            release=release,
-            lean=lean,
-            with_host=with_host,
-            packed=packed,
-        )
-        for dev, (host_tasks, ge_tasks) in zip(plan.devices, own, strict=True)
-    ]
-    own.clear()
-    return outputs, level0
+    # Each device's tasks in its own lists: a device's go with its lists (see _HostSide.device).
+    return _HostSide(level0, all_export, hashes, own, with_host, expanded, check_info)
 
 
 def _lean_host(
@@ -1781,6 +1823,58 @@ def decode_run(
     finally:
         for out in outputs:
             out.dispose()
+
+
+def decode_devices(
+    plan: RunPlan, files: Mapping[str, RawData], *, consume: bool = False
+) -> Generator[RawResult, None, None]:
+    """:func:`decode_run` with *lean* and *packed*, a device at a time: the host side first, then
+    each device's op_summary rows as one result (folder-name order; a device without rows gives
+    none), each made only when the one before is taken, so a reader that is done with a device's
+    rows holds only the next device's. Together they are decode_run's tasks, in its order.
+
+    Level 0 gives one result of every device (the join reads them all). A step of a later device
+    can still decline, or raise :class:`WholeDecodeNeeded` (a device the packed pass cannot
+    take, or no op_summary row at all: decode_run then gives task_time's): the caller decides
+    what the results already given mean then.
+
+    :raises DeclinedError: as decode_run, when its step comes
+    :raises WholeDecodeNeeded: as decode_run with *lean*, when its step comes
+    """
+    check_storable({}, (dev.ffts for dev in plan.devices), files)
+    _check_sample_devices(plan, files)
+    release = _releaser(files, consume)
+    side = _host_side(plan, files, release, lean=True)
+    if side.level0:
+        outputs = [
+            side.device(i, dev, files, release, lean=True, packed=True) for i, dev in enumerate(plan.devices)
+        ]
+        try:
+            yield _result(outputs, files, True, False, False)
+        finally:
+            for out in outputs:
+                out.dispose()
+        return
+    given = False
+    for i, dev in enumerate(plan.devices):
+        out = side.device(i, dev, files, release, lean=True, packed=True)
+        try:
+            if not out.rows_only:  # (N/A types: the level-0 join across devices decides)
+                raise WholeDecodeNeeded(f"{dev.folder}: op_summary rows of unknown type")
+            rows = out.op_rows
+            _check_limit(rows, dev.folder, "op_summary")
+            tasks = rows if isinstance(rows, PackedRows) else to_tuple(rows)
+            clocks = {dev.device: out.clocks} if out.clocks.rows else {}
+        finally:
+            out.dispose()
+        del out, rows  # (the rows alone are kept: by the result, while the reader holds it)
+        if not tasks:
+            continue
+        given = True
+        yield RawResult(tasks, SOURCE_OP_SUMMARY, False, clocks=clocks)
+        del tasks, clocks  # (before the next device is made)
+    if not given:
+        raise WholeDecodeNeeded("no op_summary row: task_time stands in (see _result)")
 
 
 def _result(
