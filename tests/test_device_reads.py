@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import csv
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from asc_aprof import (
@@ -26,6 +28,7 @@ from asc_aprof import (
 )
 from asc_aprof._model._enums import DEFAULT_PROFILE_TYPES
 from asc_aprof._plans._raw import RawReadDeclined, _run
+from asc_aprof._runs import _raw_files
 from asc_aprof.sim import SimControl
 
 #: Tasks per device (the second device runs fewer)
@@ -190,3 +193,49 @@ def test_counters_are_read_whole(two_devices: Path, made: list[str]) -> None:
     # (with counters the run is decoded whole: the counters are joined across the run)
     assert _devices_given(open_run(two_devices, reader="raw").batches(counters=True)) == [0, 1]
     assert made == ["device_0", "device_1"]
+
+
+@pytest.mark.anyio
+async def test_cancelled_while_the_next_device_is_read(
+    two_devices: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The read returns at once; the worker thread finishes the device unseen, then the folder is
+    # closed (the reads end).
+    started, go_on = threading.Event(), threading.Event()
+    device = _run._HostSide.device
+
+    def held(self: Any, index: int, dev: _run.DevicePlan, *args: Any, **kwargs: Any) -> Any:
+        if dev.device == 1:
+            started.set()
+            go_on.wait(10)
+        return device(self, index, dev, *args, **kwargs)
+
+    monkeypatch.setattr(_run._HostSide, "device", held)
+    reads: list[_raw_files.DeviceReads] = []
+    init = _raw_files.DeviceReads.__init__
+
+    def kept(self: _raw_files.DeviceReads, *args: Any) -> None:
+        init(self, *args)
+        reads.append(self)
+
+    monkeypatch.setattr(_raw_files.DeviceReads, "__init__", kept)
+    run = await aopen_run(two_devices, reader="raw")
+    got: list[Any] = []
+
+    async def cancel_once_device_1_is_read() -> None:
+        await anyio.to_thread.run_sync(started.wait, 10)
+        scope.cancel()
+
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_once_device_1_is_read)
+            async for task in run.tasks():
+                got.append(task)
+    assert scope.cancelled_caught and not go_on.is_set()
+    assert len(got) == COUNTS[0] and reads and reads[0]._parts is not None  # (still decoding)
+    go_on.set()
+    for _ in range(500):
+        if reads[0]._parts is None:
+            break
+        await anyio.sleep(0.01)
+    assert reads[0]._parts is None

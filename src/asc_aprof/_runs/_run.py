@@ -441,7 +441,7 @@ class Run(_RunBase):
             gathered.add(batch)
         return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
-    def obtain_parts(self, *, counters: bool = False) -> Obtained:
+    def _obtain_parts(self, *, counters: bool = False) -> Obtained:
         """As :meth:`obtain`, the raw tasks a device at a time (``Obtained.rest``) where no
         counters are asked for."""
         wait_for_export(self.path)
@@ -450,7 +450,7 @@ class Run(_RunBase):
     def batches(self, *, counters: bool = False) -> Iterator[TaskBatch]:
         """The run's tasks in batches as they are read (with their counters when asked); raw
         data a device at a time (a device's tasks are let go of before the next is read)."""
-        found = self.obtain_parts(counters=counters)  # (public records made per batch)
+        found = self._obtain_parts(counters=counters)  # (public records made per batch)
         if found.raw is None:
             yield from iter_file_batches(found.files, counters=counters)
             return
@@ -538,8 +538,8 @@ class AsyncRun(_RunBase):
                 gathered.add(batch)
         return make_result(gathered.tasks, self.run_id, gathered.counters(), reader.level0_join)
 
-    async def obtain_parts(self, *, counters: bool = False) -> Obtained:
-        """As :meth:`Run.obtain_parts`, awaited."""
+    async def _obtain_parts(self, *, counters: bool = False) -> Obtained:
+        """As :meth:`Run._obtain_parts`, awaited."""
         await wait_for_export_async(self.path)
         return self._learnt(await drive_async(self._plan(counters, packed=True, by_device=not counters)))
 
@@ -550,7 +550,7 @@ class AsyncRun(_RunBase):
         Cancelled (or closed early): the device being read in a worker thread finishes unseen,
         and the run's folder is closed then."""
         with reading():  # full collector passes held back until the last batch (see drive_async)
-            found = await self.obtain_parts(counters=counters)  # (public records made per batch)
+            found = await self._obtain_parts(counters=counters)  # (public records made per batch)
             if found.raw is None:
                 async with contextlib.aclosing(aiter_file_batches(found.files, counters=counters)) as batches:
                     async for batch in batches:
