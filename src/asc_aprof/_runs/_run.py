@@ -25,6 +25,13 @@ one policy applies everywhere (DECISIONS 23):
 :class:`Run` drives the plan by blocking, :class:`AsyncRun` by awaiting (raw decoding and
 whole-run conversions in a worker thread, CSVs in slices between checkpoints, public records
 built in bounded slices), so they cannot disagree on what a run holds.
+
+``batches()`` / ``tasks()`` (and so ``iter_tasks()``) read raw data a device at a time
+(:class:`~asc_aprof._runs._raw_files.DeviceReads`): a device's tasks are given, and let go of,
+before the next device is decoded. A later device can still be declined; then ``reader='raw'``
+fails after the tasks given, and ``reader='auto'`` goes on with the next source, skipping the
+tasks given once the last of them is found at its place there (:class:`_Given`; else
+:class:`SourcesDisagree`: two sources are never mixed).
 """
 
 from __future__ import annotations
