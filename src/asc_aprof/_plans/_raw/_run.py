@@ -1510,27 +1510,19 @@ def _ge_index(tasks: Sequence[GeTask], device: int) -> dict[tuple[int, int, int,
     return ge
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
 class _HostSide:
     """What the host side of a run gives every device: the chip's rule, the names, and each
     device's host and GE tasks (taken by :meth:`device`, which makes that device's rows)."""
 
-    def __init__(
-        self,
-        level0: bool,
-        all_export: bool,
-        hashes: dict[str, str],
-        own: list[tuple[list[HostTask], list[GeTask] | PackedGe]],
-        with_host: bool,
-        expanded: bool,
-        check_info: Callable[[Mapping[str, object], str], None],
-    ) -> None:
-        self.level0 = level0
-        self.all_export = all_export
-        self.hashes = hashes
-        self.own = own  # by device, in plan order; an entry is emptied when its device is made
-        self.with_host = with_host
-        self.expanded = expanded
-        self.check_info = check_info
+    level0: bool
+    all_export: bool
+    hashes: dict[str, str]
+    #: by device, in plan order; an entry is emptied when its device is made
+    own: list[tuple[list[HostTask], list[GeTask] | PackedGe]]
+    with_host: bool
+    expanded: bool
+    check_info: Callable[[Mapping[str, object], str], None]
 
     def device(
         self,
